@@ -1,0 +1,89 @@
+//! The C boundary. Each export is: check pointers → call the verb → map the
+//! result with [`to_c`], the one place errors become C return values.
+//!
+//! The functions are exported under `rsverbs_*` names (declared in
+//! `include/rsverbs.h`) and bound to rdma-core's versioned names with
+//! `.symver` (below), so that they interpose exactly
+//! `ibv_attach_mcast@IBVERBS_1.1`, `ibv_detach_mcast@IBVERBS_1.1` and
+//! `_ibv_query_gid_ex@IBVERBS_1.11`, and never the `@IBVERBS_1.0` compat
+//! symbols that take `struct ibv_qp_1_0 *` (reference §6).
+//!
+//! Panics cannot cross this boundary: the library is built with
+//! `panic = "abort"`, and no code path below calls `unwrap`, `expect` or
+//! indexing that can fail on caller data.
+
+use crate::abi::{ibv_context, ibv_gid, ibv_gid_entry, ibv_qp};
+use crate::error::{Error, to_c};
+use crate::{gid, mcast};
+use core::ffi::c_int;
+
+#[cfg(not(any(test, feature = "no-symver")))]
+core::arch::global_asm!(
+    ".symver rsverbs_attach_mcast, ibv_attach_mcast@@IBVERBS_1.1",
+    ".symver rsverbs_detach_mcast, ibv_detach_mcast@@IBVERBS_1.1",
+    ".symver rsverbs_query_gid_ex, _ibv_query_gid_ex@@IBVERBS_1.11",
+);
+
+/// EINVAL with `errno` set: rsverbs' answer to NULL where rdma-core crashes.
+const NULL_ARG: Error = Error::sys(libc::EINVAL);
+
+/// `ibv_attach_mcast`: attach `qp` to the multicast group `gid`/`lid`.
+///
+/// Returns 0, or a positive errno (also left in `errno`). NULL `qp`,
+/// `qp->context` or `gid` gives EINVAL.
+///
+/// # Safety
+/// Non-NULL pointers must point at live objects created by rdma-core.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rsverbs_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
+    // SAFETY: qp is checked non-NULL before it is read; the rest is the
+    // caller's contract.
+    if qp.is_null() || gid.is_null() || unsafe { (*qp).context }.is_null() {
+        return to_c(Err(NULL_ARG));
+    }
+    // SAFETY: checked above; validity is the caller's contract.
+    to_c(unsafe { mcast::run(mcast::Op::Attach, qp, gid, lid) })
+}
+
+/// `ibv_detach_mcast`: detach `qp` from the multicast group `gid`/`lid`.
+///
+/// Returns 0, or a positive errno (also left in `errno`). NULL `qp`,
+/// `qp->context` or `gid` gives EINVAL.
+///
+/// # Safety
+/// Non-NULL pointers must point at live objects created by rdma-core.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rsverbs_detach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
+    // SAFETY: as in rsverbs_attach_mcast.
+    if qp.is_null() || gid.is_null() || unsafe { (*qp).context }.is_null() {
+        return to_c(Err(NULL_ARG));
+    }
+    // SAFETY: as in rsverbs_attach_mcast.
+    to_c(unsafe { mcast::run(mcast::Op::Detach, qp, gid, lid) })
+}
+
+/// `_ibv_query_gid_ex`: read GID table entry `gid_index` of `port_num`.
+/// `ibv_query_gid_ex()` of `<infiniband/verbs.h>` calls it with
+/// `entry_size = sizeof(struct ibv_gid_entry)`.
+///
+/// Returns 0, ENODATA for an empty entry, or another positive errno. NULL
+/// `context` or `entry` gives EINVAL.
+///
+/// # Safety
+/// `context` must be a live rdma-core context and `entry` writable for
+/// `entry_size` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rsverbs_query_gid_ex(
+    context: *mut ibv_context,
+    port_num: u32,
+    gid_index: u32,
+    entry: *mut ibv_gid_entry,
+    flags: u32,
+    entry_size: usize,
+) -> c_int {
+    if context.is_null() || entry.is_null() {
+        return to_c(Err(NULL_ARG));
+    }
+    // SAFETY: checked above; validity is the caller's contract.
+    to_c(unsafe { gid::query_gid_ex(context, port_num, gid_index, entry, flags, entry_size) })
+}

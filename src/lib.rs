@@ -1,0 +1,32 @@
+//! # rsverbs
+//!
+//! `ibv_attach_mcast`, `ibv_detach_mcast` and `_ibv_query_gid_ex` of
+//! libibverbs, reimplemented directly on the kernel's uverbs device, with the
+//! same C signatures, return values and `errno` as rdma-core 44. They work on
+//! objects created by the real rdma-core, reading only its public, frozen
+//! struct ABI.
+//!
+//! Two ways to use it, with no source change:
+//! - `LD_PRELOAD=librsverbs.so.1 program` on top of rdma-core;
+//! - relink: `cc app.c $(pkg-config --cflags --libs rsverbs)`, which puts
+//!   `-lrsverbs` before `-libverbs`.
+//!
+//! Module map, in the order data flows:
+//! - [`capi`]: the exports, pointer checks, symbol versions;
+//! - [`abi`]: mirrors of the public rdma-core structs;
+//! - [`mcast`], [`gid`]: the verbs' semantics;
+//! - [`sysfs`]: the `_ibv_query_gid_ex` fallback for old kernels;
+//! - [`uverbs`]: command encoding (`ioctl`, `write`), the only syscalls on
+//!   `cmd_fd` (`exec`), driver_id discovery and per-context routes (`route`);
+//! - [`error`]: the one error type and its mapping to C.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+
+pub mod abi;
+pub mod capi;
+mod env;
+pub mod error;
+pub mod gid;
+pub mod mcast;
+pub mod sysfs;
+pub mod uverbs;

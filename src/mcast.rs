@@ -1,0 +1,48 @@
+//! `ibv_attach_mcast` / `ibv_detach_mcast` (rdma-core verbs.c → cmd.c
+//! `ibv_cmd_attach_mcast`/`ibv_cmd_detach_mcast`).
+//!
+//! No user-space validation of QP type, GID or LID: the kernel decides, and
+//! its errno order is the contract (uverbs_cmd.c `ib_uverbs_attach_mcast`).
+
+use crate::abi::{ibv_gid, ibv_qp};
+use crate::env;
+use crate::error::{Error, Result};
+use crate::uverbs::{self, route::Key, write};
+
+/// Which of the two commands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Attach,
+    Detach,
+}
+
+/// Attach or detach `qp` to the group `(gid, lid)`.
+///
+/// # Safety
+/// `qp`, `qp->context` and `gid` must be valid (checked non-NULL by capi).
+pub unsafe fn run(op: Op, qp: *const ibv_qp, gid: *const ibv_gid, lid: u16) -> Result<()> {
+    // SAFETY: the caller guarantees qp and qp->context are valid objects
+    // created by rdma-core; we read public frozen fields only.
+    let (ctx, handle) = unsafe { ((*qp).context, (*qp).handle) };
+    // SAFETY: as above.
+    let fd = unsafe { (*ctx).cmd_fd };
+    // SAFETY: gid points at 16 readable bytes.
+    let raw = unsafe { (*gid).raw };
+    if fd < 0 {
+        // A context without a uverbs fd (mlx5 VFIO) has no provider op, so
+        // rdma-core uses its dummy op (dummy_ops.c): EOPNOTSUPP.
+        return Err(Error::sys(libc::EOPNOTSUPP));
+    }
+    let command = match op {
+        Op::Attach => write::CMD_ATTACH_MCAST,
+        Op::Detach => write::CMD_DETACH_MCAST,
+    };
+    let key = Key { ctx: ctx as usize, fd };
+    let result = uverbs::run_write_cmd(key, command, write::mcast_req(raw, handle, lid), None);
+    match result {
+        // cmd_write.h `verbs_is_destroy_err`: detach after device loss counts
+        // as done when the user allowed it; errno stays EIO.
+        Err(e) if op == Op::Detach && e.code == libc::EIO && env::allow_disassoc_destroy() => Ok(()),
+        other => other,
+    }
+}

@@ -1,0 +1,249 @@
+//! Pure builders for `ioctl(cmd_fd, RDMA_VERBS_IOCTL, …)` command buffers.
+//!
+//! Layouts: kernel uapi `rdma_user_ioctl_cmds.h` (`struct ib_uverbs_ioctl_hdr`,
+//! `struct ib_uverbs_attr`); attribute and method ids: `ib_user_ioctl_cmds.h`.
+//! Every buffer is what rdma-core 44's `DECLARE_COMMAND_BUFFER` + `fill_attr_*`
+//! produce (cmd_ioctl.h); the unit tests compare the bytes with captures.
+
+use core::mem::size_of;
+
+/// `RDMA_VERBS_IOCTL = _IOWR(RDMA_IOCTL_MAGIC 0x1b, 1, struct ib_uverbs_ioctl_hdr)`.
+pub const RDMA_VERBS_IOCTL: libc::c_ulong = 0xc018_1b01;
+
+/// `UVERBS_OBJECT_DEVICE`.
+pub const OBJECT_DEVICE: u16 = 0;
+/// `enum uverbs_methods_device`.
+pub const METHOD_INVOKE_WRITE: u16 = 0;
+pub const METHOD_QUERY_GID_ENTRY: u16 = 6;
+/// A method id no kernel defines: `uapi_key_ioctl_method()` maps ids above the
+/// core range to `UVERBS_API_KEY_ERR`, so the lookup fails with
+/// EPROTONOSUPPORT, *after* the driver_id check (uverbs_ioctl.c
+/// `ib_uverbs_cmd_verbs`). Used by the side-effect-free driver_id probe.
+pub const METHOD_NONEXISTENT: u16 = 0x0fff;
+
+/// `UVERBS_ATTR_F_MANDATORY`.
+const ATTR_F_MANDATORY: u16 = 1;
+
+/// `enum uverbs_attrs_invoke_write_cmd_attr_ids`.
+const ATTR_CORE_IN: u16 = 0;
+const ATTR_CORE_OUT: u16 = 1;
+const ATTR_WRITE_CMD: u16 = 2;
+
+/// `enum uverbs_attrs_query_gid_entry_cmd_attr_ids`.
+const ATTR_GID_ENTRY_PORT: u16 = 0;
+const ATTR_GID_ENTRY_GID_INDEX: u16 = 1;
+const ATTR_GID_ENTRY_FLAGS: u16 = 2;
+const ATTR_GID_ENTRY_RESP_ENTRY: u16 = 3;
+
+/// `struct ib_uverbs_ioctl_hdr` (24 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IoctlHdr {
+    pub length: u16,
+    pub object_id: u16,
+    pub method_id: u16,
+    pub num_attrs: u16,
+    pub reserved1: u64,
+    pub driver_id: u32,
+    pub reserved2: u32,
+}
+
+/// `struct ib_uverbs_attr` (16 bytes). `attr_data` is zero for every
+/// attribute rsverbs sends (a non-zero reserved part gives EINVAL).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Attr {
+    pub attr_id: u16,
+    pub len: u16,
+    pub flags: u16,
+    pub attr_data: u16,
+    pub data: u64,
+}
+
+/// A header followed by its `N` attributes, as the kernel reads them.
+/// The kernel writes `UVERBS_ATTR_F_VALID_OUTPUT` back into `flags`, so the
+/// buffer must live in writable memory.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cmd<const N: usize> {
+    pub hdr: IoctlHdr,
+    pub attrs: [Attr; N],
+}
+
+const _: () = {
+    assert!(size_of::<IoctlHdr>() == 24);
+    assert!(size_of::<Attr>() == 16);
+    assert!(size_of::<Cmd<4>>() == 24 + 4 * 16);
+};
+
+impl<const N: usize> Cmd<N> {
+    fn new(method_id: u16, driver_id: u32, attrs: [Attr; N]) -> Self {
+        Cmd {
+            hdr: IoctlHdr {
+                length: size_of::<Self>() as u16,
+                object_id: OBJECT_DEVICE,
+                method_id,
+                num_attrs: N as u16,
+                reserved1: 0,
+                driver_id,
+                reserved2: 0,
+            },
+            attrs,
+        }
+    }
+
+    /// The raw bytes (for tests and traces).
+    pub fn as_bytes(&self) -> &[u8] {
+        // SAFETY: Cmd is repr(C), made only of integers, with no padding
+        // (24 + 16*N bytes, all fields naturally aligned).
+        unsafe { core::slice::from_raw_parts((self as *const Self).cast::<u8>(), size_of::<Self>()) }
+    }
+}
+
+/// `fill_attr_const_in`: a u64 inline value, len 8.
+fn const_in(attr_id: u16, value: u64) -> Attr {
+    Attr { attr_id, len: 8, flags: ATTR_F_MANDATORY, attr_data: 0, data: value }
+}
+
+/// `fill_attr_in_uint32`: 4 inline bytes, copied into the low half of `data`.
+fn in_u32(attr_id: u16, value: u32) -> Attr {
+    Attr { attr_id, len: 4, flags: ATTR_F_MANDATORY, attr_data: 0, data: u64::from(value) }
+}
+
+/// `fill_attr_in`/`fill_attr_out` for a buffer longer than 8 bytes: a pointer.
+fn ptr(attr_id: u16, addr: u64, len: u16) -> Attr {
+    Attr { attr_id, len, flags: ATTR_F_MANDATORY, attr_data: 0, data: addr }
+}
+
+/// The driver_id probe: a method that does not exist, no attributes.
+pub fn probe(driver_id: u32) -> Cmd<0> {
+    Cmd::new(METHOD_NONEXISTENT, driver_id, [])
+}
+
+/// `UVERBS_METHOD_INVOKE_WRITE` carrying a write command with no response
+/// (attach/detach): `WRITE_CMD` then `CORE_IN` (cmd_fallback.c `ioctl_write`).
+/// `core_in` must point at `core_in_len` (> 8) bytes.
+pub fn invoke_write(driver_id: u32, write_cmd: u32, core_in: u64, core_in_len: u16) -> Cmd<2> {
+    Cmd::new(
+        METHOD_INVOKE_WRITE,
+        driver_id,
+        [const_in(ATTR_WRITE_CMD, u64::from(write_cmd)), ptr(ATTR_CORE_IN, core_in, core_in_len)],
+    )
+}
+
+/// rdma-core's `has_ioctl_write` probe (device.c): INVOKE_WRITE with only
+/// `WRITE_CMD`.
+pub fn invoke_write_probe(driver_id: u32, write_cmd: u64) -> Cmd<1> {
+    Cmd::new(METHOD_INVOKE_WRITE, driver_id, [const_in(ATTR_WRITE_CMD, write_cmd)])
+}
+
+/// `UVERBS_METHOD_INVOKE_WRITE` for a write command with a response:
+/// `WRITE_CMD`, `CORE_IN`, `CORE_OUT`.
+pub fn invoke_write_resp(
+    driver_id: u32,
+    write_cmd: u32,
+    core_in: u64,
+    core_in_len: u16,
+    core_out: u64,
+    core_out_len: u16,
+) -> Cmd<3> {
+    Cmd::new(
+        METHOD_INVOKE_WRITE,
+        driver_id,
+        [
+            const_in(ATTR_WRITE_CMD, u64::from(write_cmd)),
+            ptr(ATTR_CORE_IN, core_in, core_in_len),
+            ptr(ATTR_CORE_OUT, core_out, core_out_len),
+        ],
+    )
+}
+
+/// `UVERBS_METHOD_QUERY_GID_ENTRY` exactly as `_ibv_query_gid_ex` builds it
+/// (cmd_device.c): PORT (8), GID_INDEX (8), FLAGS (4), RESP_ENTRY (entry_size).
+/// The caller has already rejected `entry_size > u16::MAX` (rdma-core's
+/// `buffer_error`).
+pub fn query_gid_entry(
+    driver_id: u32,
+    port_num: u32,
+    gid_index: u32,
+    flags: u32,
+    entry: u64,
+    entry_size: u16,
+) -> Cmd<4> {
+    Cmd::new(
+        METHOD_QUERY_GID_ENTRY,
+        driver_id,
+        [
+            const_in(ATTR_GID_ENTRY_PORT, u64::from(port_num)),
+            const_in(ATTR_GID_ENTRY_GID_INDEX, u64::from(gid_index)),
+            in_u32(ATTR_GID_ENTRY_FLAGS, flags),
+            ptr(ATTR_GID_ENTRY_RESP_ENTRY, entry, entry_size),
+        ],
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attr_bytes(id: u16, len: u16, data: u64) -> Vec<u8> {
+        let mut v = Vec::new();
+        v.extend_from_slice(&id.to_le_bytes());
+        v.extend_from_slice(&len.to_le_bytes());
+        v.extend_from_slice(&1u16.to_le_bytes()); // MANDATORY
+        v.extend_from_slice(&0u16.to_le_bytes());
+        v.extend_from_slice(&data.to_le_bytes());
+        v
+    }
+
+    fn hdr_bytes(length: u16, method: u16, nattrs: u16, driver_id: u32) -> Vec<u8> {
+        let mut v = Vec::new();
+        for x in [length, 0, method, nattrs] {
+            v.extend_from_slice(&x.to_le_bytes());
+        }
+        v.extend_from_slice(&0u64.to_le_bytes());
+        v.extend_from_slice(&driver_id.to_le_bytes());
+        v.extend_from_slice(&0u32.to_le_bytes());
+        v
+    }
+
+    /// reference §1.2: rdma-core 44 INVOKE_WRITE for attach, driver_id 14 (rxe).
+    #[test]
+    fn attach_invoke_write_matches_rdma_core_capture() {
+        let payload = 0x7fff_1234_5678u64;
+        let cmd = invoke_write(14, 30, payload, 24);
+        let mut want = hdr_bytes(56, 0, 2, 14);
+        want.extend(attr_bytes(2, 8, 30));
+        want.extend(attr_bytes(0, 24, payload));
+        assert_eq!(cmd.as_bytes(), &want[..]);
+        assert_eq!(invoke_write(14, 31, payload, 24).attrs[0].data, 31);
+    }
+
+    /// reference §3.3: rdma-core 44 QUERY_GID_ENTRY.
+    #[test]
+    fn query_gid_entry_matches_rdma_core_capture() {
+        let entry = 0x5555_0000_1000u64;
+        let cmd = query_gid_entry(14, 1, 3, 0x8000_0001, entry, 32);
+        let mut want = hdr_bytes(88, 6, 4, 14);
+        want.extend(attr_bytes(0, 8, 1));
+        want.extend(attr_bytes(1, 8, 3));
+        want.extend(attr_bytes(2, 4, 0x8000_0001));
+        want.extend(attr_bytes(3, 32, entry));
+        assert_eq!(cmd.as_bytes(), &want[..]);
+    }
+
+    #[test]
+    fn probe_is_a_bare_header_for_an_unknown_method() {
+        assert_eq!(probe(7).as_bytes(), &hdr_bytes(24, 0x0fff, 0, 7)[..]);
+    }
+
+    #[test]
+    fn invoke_write_with_response_has_core_out() {
+        let cmd = invoke_write_resp(14, 2, 0x10, 16, 0x20, 40);
+        let mut want = hdr_bytes(72, 0, 3, 14);
+        want.extend(attr_bytes(2, 8, 2));
+        want.extend(attr_bytes(0, 16, 0x10));
+        want.extend(attr_bytes(1, 40, 0x20));
+        assert_eq!(cmd.as_bytes(), &want[..]);
+    }
+}
