@@ -1,0 +1,85 @@
+# rsverbs: build, install, and every test.
+#   make            build build/librsverbs.so.1 and an uninstalled rsverbs.pc
+#   make check      every test (installs what it needs on Debian 12, as root)
+#   make demo       boot the Soft-RoCE test bed and show C programs on rsverbs
+#   make install    PREFIX, LIBDIR, INCLUDEDIR, PKGCONFIGDIR and DESTDIR honoured
+
+VERSION     := 0.1.0
+SOVERSION   := 1
+PREFIX      ?= /usr/local
+LIBDIR      ?= $(PREFIX)/lib
+INCLUDEDIR  ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+DESTDIR     ?=
+
+CARGO       ?= cargo
+CC          ?= cc
+CXX         ?= c++
+CBINDGEN_VERSION := 0.29.2
+BUILD       := $(CURDIR)/build
+SONAME      := librsverbs.so.$(SOVERSION)
+REALNAME    := librsverbs.so.$(SOVERSION).0.0
+LIB         := $(BUILD)/$(SONAME)
+export RSVERBS_BUILD := $(BUILD)
+
+.PHONY: all lib header deps deps-cbindgen check check-unit check-abi check-vm demo compat bench \
+        install uninstall clean
+
+all: lib $(BUILD)/pkgconfig/rsverbs.pc
+
+lib: $(LIB)
+
+$(LIB): $(shell find src -type f) Cargo.toml Cargo.lock build.rs
+	$(CARGO) build --release --locked
+	mkdir -p $(BUILD)
+	cp target/release/librsverbs.so $(LIB)
+	ln -sf $(SONAME) $(BUILD)/librsverbs.so
+
+# The uninstalled .pc, for the tests: points at build/ and include/.
+$(BUILD)/pkgconfig/rsverbs.pc: pkgconfig/rsverbs.pc.in Makefile
+	mkdir -p $(dir $@)
+	sed -e 's|@PREFIX@|$(CURDIR)|' -e 's|@LIBDIR@|$(BUILD)|' \
+	    -e 's|@INCLUDEDIR@|$(CURDIR)/include|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+
+header: deps-cbindgen
+	cbindgen --quiet --config cbindgen.toml --crate rsverbs --output include/rsverbs.h
+
+deps:
+	@ctest/deps.sh
+
+deps-cbindgen:
+	@command -v cbindgen >/dev/null && cbindgen --version | grep -q ' $(CBINDGEN_VERSION)$$' \
+	  || $(CARGO) install --quiet --locked cbindgen --version $(CBINDGEN_VERSION)
+
+check: deps deps-cbindgen check-unit check-abi check-vm
+	@echo "make check: all suites passed"
+
+check-unit:
+	$(CARGO) test --release --locked
+
+check-abi: all
+	ctest/header_fresh.sh
+	ctest/abi.sh
+
+check-vm: all
+	@if [ -x ctest/vm_suite.sh ]; then ctest/vm_suite.sh; else echo "check-vm: no VM suite yet"; fi
+
+install: all
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	install -m 0755 $(LIB) $(DESTDIR)$(LIBDIR)/$(REALNAME)
+	ln -sf $(REALNAME) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/librsverbs.so
+	install -m 0644 include/rsverbs.h $(DESTDIR)$(INCLUDEDIR)/rsverbs.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' \
+	    pkgconfig/rsverbs.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/rsverbs.pc
+	chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/rsverbs.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(LIBDIR)/$(REALNAME) $(DESTDIR)$(LIBDIR)/$(SONAME) \
+	      $(DESTDIR)$(LIBDIR)/librsverbs.so $(DESTDIR)$(INCLUDEDIR)/rsverbs.h \
+	      $(DESTDIR)$(PKGCONFIGDIR)/rsverbs.pc
+
+clean:
+	$(CARGO) clean
+	rm -rf $(BUILD) ctest/out

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# ABI checks on the host (no device needed): struct layout, prototypes,
+# exported symbols and versions, both link modes, the 1.0 compat guard, and
+# install/uninstall.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source ctest/lib.sh
+B=${RSVERBS_BUILD:-$PWD/build}
+LIB=$B/librsverbs.so.1
+O=ctest/out/abi; mkdir -p "$O"
+export PKG_CONFIG_PATH=$B/pkgconfig
+
+check "struct layout vs installed verbs.h" sh -c "cc -std=c11 -Wall -Werror ctest/abi_layout.c -o $O/abi_layout && $O/abi_layout"
+check "C prototypes identical to verbs.h" cc -std=c11 -Wall -Werror -Iinclude -c ctest/proto.c -o $O/proto.o
+check "C++ prototypes identical to verbs.h" c++ -std=c++11 -Wall -Werror -Iinclude -c ctest/proto.cpp -o $O/proto_cpp.o
+
+# Exactly these defined dynamic symbols, with these versions.
+want=$'_ibv_query_gid_ex@@IBVERBS_1.11\nibv_attach_mcast@@IBVERBS_1.1\nibv_detach_mcast@@IBVERBS_1.1\nrsverbs_attach_mcast\nrsverbs_detach_mcast\nrsverbs_query_gid_ex'
+got=$(readelf --dyn-syms -W "$LIB" | awk '$7 != "UND" && ($5 == "GLOBAL" || $5 == "WEAK") && $4 != "SECTION" {print $8}' | sort)
+if [ "$got" = "$want" ]; then pass "exported symbol set is exact"; else fail "exported symbols: $(echo "$got" | tr '\n' ' ')"; fi
+check "SONAME is librsverbs.so.1" sh -c "readelf -d $LIB | grep -q 'Library soname: \[librsverbs.so.1\]'"
+check "pkg-config puts -lrsverbs before -libverbs" sh -c "pkg-config --libs rsverbs | grep -Eq -- '-lrsverbs .*-libverbs'"
+
+# Relinked: an unmodified rdma-core program built with pkg-config.
+cc -Wall -o "$O/null_relinked" ctest/null_args.c $(pkg-config --cflags --libs rsverbs) -Wl,-rpath,"$B" -ldl
+LD_DEBUG=bindings "$O/null_relinked" > "$O/relinked.out" 2> "$O/relinked.bindings"
+check "relinked: NULL args give EINVAL, no crash" grep -q "null_args: ok" "$O/relinked.out"
+# Preloaded: the same source linked against rdma-core only.
+cc -Wall -o "$O/null_plain" ctest/null_args.c -libverbs -ldl
+LD_PRELOAD=$LIB LD_DEBUG=bindings "$O/null_plain" > "$O/preload.out" 2> "$O/preload.bindings"
+check "preload: NULL args give EINVAL, no crash" grep -q "null_args: ok" "$O/preload.out"
+for mode in relinked preload; do
+  for sym in "ibv_attach_mcast' \[IBVERBS_1.1\]" "ibv_detach_mcast' \[IBVERBS_1.1\]" "_ibv_query_gid_ex' \[IBVERBS_1.11\]"; do
+    check "$mode: ${sym%%\'*} bound to librsverbs" grep -Eq "to $B/librsverbs.so.1 \[0\]: normal symbol \`$sym" "$O/$mode.bindings"
+  done
+  check "$mode: dladdr owner of all three is librsverbs" sh -c "[ \$(grep -c '^owner .*librsverbs.so.1' $O/$mode.out) = 3 ]"
+done
+
+# The IBVERBS_1.0 compat entry points (struct ibv_qp_1_0 *) stay rdma-core's.
+cc -Wall -o "$O/compat10" ctest/compat10.c -libverbs
+LD_BIND_NOW=1 LD_PRELOAD=$LIB LD_DEBUG=bindings "$O/compat10" > /dev/null 2> "$O/compat10.bindings"
+check "preload leaves ibv_attach_mcast@IBVERBS_1.0 to libibverbs" grep -Eq "to /.*libibverbs.so.1 \[0\]: normal symbol \`ibv_attach_mcast' \[IBVERBS_1.0\]" "$O/compat10.bindings"
+check "preload leaves ibv_detach_mcast@IBVERBS_1.0 to libibverbs" grep -Eq "to /.*libibverbs.so.1 \[0\]: normal symbol \`ibv_detach_mcast' \[IBVERBS_1.0\]" "$O/compat10.bindings"
+
+# install/uninstall with DESTDIR and custom directories.
+d=$(mktemp -d)
+make -s install DESTDIR="$d" PREFIX=/opt/rsv LIBDIR=/opt/rsv/lib64 INCLUDEDIR=/opt/rsv/inc >/dev/null
+check "install: library, SONAME links, header, pc" test -f "$d/opt/rsv/lib64/librsverbs.so.1.0.0" -a -L "$d/opt/rsv/lib64/librsverbs.so.1" \
+  -a -L "$d/opt/rsv/lib64/librsverbs.so" -a -f "$d/opt/rsv/inc/rsverbs.h" -a -f "$d/opt/rsv/lib64/pkgconfig/rsverbs.pc"
+check "install: pc points at LIBDIR/INCLUDEDIR" grep -q '^libdir=/opt/rsv/lib64$' "$d/opt/rsv/lib64/pkgconfig/rsverbs.pc"
+make -s uninstall DESTDIR="$d" PREFIX=/opt/rsv LIBDIR=/opt/rsv/lib64 INCLUDEDIR=/opt/rsv/inc >/dev/null
+check "uninstall removes every file" test -z "$(find "$d" -type f -o -type l)"
+rm -rf "$d"
+finish

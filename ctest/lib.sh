@@ -1,0 +1,18 @@
+# Shared by the ctest/*.sh suites: result lines and the tally that
+# ctest/summary.sh prints as "N passed, N failed" at the end of make check.
+RESULTS_DIR=${RESULTS_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/out}
+mkdir -p "$RESULTS_DIR"
+SUITE=${SUITE:-$(basename "$0" .sh)}
+: > "$RESULTS_DIR/$SUITE.results"
+suite_failed=0
+pass() { echo "PASS $SUITE: $*"; echo "PASS $*" >> "$RESULTS_DIR/$SUITE.results"; }
+fail() { echo "FAIL $SUITE: $*" >&2; echo "FAIL $*" >> "$RESULTS_DIR/$SUITE.results"; suite_failed=1; }
+# check NAME CMD...: runs CMD, passes when it exits 0.
+check() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name"; fi; }
+finish() {
+  local p f
+  p=$(grep -c '^PASS' "$RESULTS_DIR/$SUITE.results" || true)
+  f=$(grep -c '^FAIL' "$RESULTS_DIR/$SUITE.results" || true)
+  echo "$SUITE: $p passed, $f failed"
+  return "$suite_failed"
+}
