@@ -1,0 +1,329 @@
+/* Conformance cases for ibv_attach_mcast, ibv_detach_mcast and
+ * ibv_query_gid_ex, on every RDMA device of the machine.
+ *
+ * An ordinary rdma-core program: it only includes <infiniband/verbs.h>.
+ * ctest/guest_suite.sh runs it three ways in one boot -- linked against
+ * rdma-core alone (the reference), relinked with -lrsverbs first, and with
+ * LD_PRELOAD=librsverbs.so.1 -- and requires identical output. Each line
+ * records a call's return value, errno (seeded with a sentinel before every
+ * call, so "untouched" is visible) and, for GID queries, every byte of the
+ * caller's buffer. The "served-by" lines name the object that defines each
+ * verb (dladdr) and are compared separately. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <infiniband/verbs.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SENTINEL 4242
+static int ncases;
+
+static void line(const char *dev, const char *name, int ret, int err)
+{
+	printf("%s %s ret=%d errno=%d\n", dev, name, ret, err);
+	ncases++;
+}
+
+/* FNV-1a over a buffer, for long buffers. */
+static uint64_t fnv(const unsigned char *p, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	while (n--)
+		h = (h ^ *p++) * 0x100000001b3ull;
+	return h;
+}
+
+static void gid_from_str(union ibv_gid *g, const char *hex32)
+{
+	for (int i = 0; i < 16; i++) {
+		unsigned v;
+		sscanf(hex32 + 2 * i, "%2x", &v);
+		g->raw[i] = v;
+	}
+}
+
+static int mc(struct ibv_qp *qp, int attach, const union ibv_gid *g, uint16_t lid, int *err)
+{
+	int ret;
+	errno = SENTINEL;
+	ret = attach ? ibv_attach_mcast(qp, g, lid) : ibv_detach_mcast(qp, g, lid);
+	*err = errno;
+	return ret;
+}
+
+#define MC(qp, att, g, lid, name)                                              \
+	do {                                                                   \
+		int e_, r_ = mc(qp, att, g, lid, &e_);                         \
+		line(dev, name, r_, e_);                                       \
+	} while (0)
+
+struct objs {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+};
+
+static struct ibv_qp *new_qp(struct objs *o, enum ibv_qp_type t)
+{
+	struct ibv_qp_init_attr a = {
+		.send_cq = o->cq, .recv_cq = o->cq, .qp_type = t,
+		.cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct ibv_qp *qp = ibv_create_qp(o->pd, &a);
+	if (!qp) {
+		fprintf(stderr, "ibv_create_qp(%d): %s\n", t, strerror(errno));
+		exit(2);
+	}
+	return qp;
+}
+
+static void mcast_cases(const char *dev, struct objs *o)
+{
+	union ibv_gid g6, g4, nonmc[3], tmp;
+	struct ibv_qp *ud = new_qp(o, IBV_QPT_UD), *ud2 = new_qp(o, IBV_QPT_UD);
+	struct ibv_qp *rc = new_qp(o, IBV_QPT_RC), *uc = new_qp(o, IBV_QPT_UC);
+	char name[96];
+	int e, r;
+
+	gid_from_str(&g6, "ff0e0000000000000000000012345678");
+	gid_from_str(&g4, "00000000000000000000ffffef010203");       /* ::ffff:239.1.2.3 */
+	gid_from_str(&nonmc[0], "fe800000000000000000000000000001"); /* fe80::1 */
+	gid_from_str(&nonmc[1], "00000000000000000000ffffc0000201"); /* ::ffff:192.0.2.1 */
+	memset(&nonmc[2], 0, sizeof(nonmc[2]));                      /* :: */
+
+	MC(ud, 1, &g6, 0, "attach-ipv6-mgid");
+	MC(ud, 1, &g6, 0, "attach-again-dedup");
+	MC(ud, 0, &g6, 0, "detach");
+	MC(ud, 0, &g6, 0, "detach-twice");
+	MC(ud, 0, &g4, 0, "detach-never-attached");
+	MC(ud, 1, &g4, 0, "attach-ipv4-mapped-mgid");
+	MC(ud, 0, &g4, 0, "detach-ipv4-mapped-mgid");
+	for (int i = 0; i < 3; i++) {
+		snprintf(name, sizeof(name), "attach-non-multicast-%d", i);
+		MC(ud, 1, &nonmc[i], 0, name);
+		snprintf(name, sizeof(name), "detach-non-multicast-%d", i);
+		MC(ud, 0, &nonmc[i], 0, name);
+	}
+	MC(rc, 1, &g6, 0, "attach-rc-qp");
+	MC(rc, 0, &g6, 0, "detach-rc-qp");
+	MC(uc, 1, &g6, 0, "attach-uc-qp");
+	for (unsigned lid = 0x1234; lid <= 0xffff; lid += 0xffff - 0x1234) {
+		snprintf(name, sizeof(name), "attach-lid-%#x", lid);
+		MC(ud, 1, &g6, lid, name);
+		snprintf(name, sizeof(name), "detach-other-lid-%#x", lid);
+		MC(ud, 0, &g6, lid ^ 1, name);
+		snprintf(name, sizeof(name), "detach-lid-%#x", lid);
+		MC(ud, 0, &g6, lid, name);
+	}
+	/* Groups keyed on (gid, lid): two lids of one gid are two entries. */
+	MC(ud, 1, &g6, 0, "attach-gid-lid0");
+	MC(ud, 1, &g4, 0, "attach-second-group");
+	errno = SENTINEL;
+	r = ibv_destroy_qp(ud);
+	line(dev, "destroy-attached-qp", r, errno);
+	MC(ud, 0, &g6, 0, "detach-lid0-after-ebusy");
+	MC(ud, 0, &g4, 0, "detach-second-group");
+
+	/* A handle the kernel never gave out: a copy of a live QP. */
+	struct ibv_qp fake = *ud2;
+	fake.handle = 0x7fff1234;
+	MC(&fake, 1, &g6, 0, "attach-bad-handle");
+	MC(&fake, 0, &g6, 0, "detach-bad-handle");
+	/* The context's fd is not open. (A copy of the context would not do:
+	 * rdma-core finds its private data at fixed offsets before it.) Both
+	 * libraries read cmd_fd afresh on every call. */
+	int saved_fd = o->ctx->cmd_fd;
+	o->ctx->cmd_fd = 1000;
+	MC(ud2, 1, &g6, 0, "attach-closed-fd");
+	MC(ud2, 0, &g6, 0, "detach-closed-fd");
+	o->ctx->cmd_fd = saved_fd;
+
+	/* Limits: groups per QP, then QPs per group, then everything detached. */
+	int ok = 0, ferr = 0, fret = 0, det = 0, derr = 0;
+	struct ibv_device_attr da;
+	ibv_query_device(o->ctx, &da);
+	for (int i = 0; i <= da.max_mcast_grp; i++) {
+		tmp = g6;
+		tmp.raw[12] = i >> 8;
+		tmp.raw[13] = i & 0xff;
+		r = mc(ud2, 1, &tmp, 0, &e);
+		if (r) {
+			fret = r, ferr = e;
+			break;
+		}
+		ok++;
+	}
+	for (int i = 0; i < ok; i++) {
+		tmp = g6;
+		tmp.raw[12] = i >> 8;
+		tmp.raw[13] = i & 0xff;
+		if (mc(ud2, 0, &tmp, 0, &e) == 0)
+			det++;
+		else
+			derr = e;
+	}
+	snprintf(name, sizeof(name), "groups-per-qp ok=%d then ret=%d errno=%d detached=%d last-detach-errno=%d",
+		 ok, fret, ferr, det, derr);
+	line(dev, name, 0, 0);
+
+	int nq = da.max_mcast_qp_attach + 1;
+	struct ibv_qp **qps = calloc(nq, sizeof(*qps));
+	ok = 0, ferr = 0, fret = 0, det = 0;
+	for (int i = 0; i < nq; i++) {
+		qps[i] = new_qp(o, IBV_QPT_UD);
+		r = mc(qps[i], 1, &g4, 0, &e);
+		if (r) {
+			fret = r, ferr = e;
+			break;
+		}
+		ok++;
+	}
+	for (int i = 0; i < nq && qps[i]; i++) {
+		if (i < ok && mc(qps[i], 0, &g4, 0, &e) == 0)
+			det++;
+		ibv_destroy_qp(qps[i]);
+	}
+	free(qps);
+	snprintf(name, sizeof(name), "qps-per-group ok=%d then ret=%d errno=%d detached=%d", ok, fret, ferr, det);
+	line(dev, name, 0, 0);
+
+	errno = SENTINEL;
+	r = ibv_destroy_qp(ud);
+	line(dev, "destroy-after-detach", r, errno);
+	ibv_destroy_qp(ud2);
+	ibv_destroy_qp(rc);
+	ibv_destroy_qp(uc);
+}
+
+/* One query with a buffer of `size` bytes pre-filled with 0xa5; prints every
+ * byte (or a hash for large buffers). */
+static int query(const char *dev, const char *name, struct ibv_context *ctx, uint32_t port,
+		 uint32_t idx, uint32_t flags, size_t size, int print)
+{
+	size_t cap = size < 64 ? 64 : size;
+	unsigned char *buf = malloc(cap);
+	int ret, err;
+
+	memset(buf, 0xa5, cap);
+	errno = SENTINEL;
+	ret = _ibv_query_gid_ex(ctx, port, idx, (struct ibv_gid_entry *)buf, flags, size);
+	err = errno;
+	if (print) {
+		printf("%s %s port=%u idx=%u flags=%#x size=%zu ret=%d errno=%d ", dev, name, port, idx,
+		       flags, size, ret, err);
+		/* The entry is the caller's `size` bytes; what was written past
+		 * them (rdma-core's sysfs fallback writes 32 bytes whatever the
+		 * size) is reported apart, on stderr. */
+		if (size <= 64)
+			for (size_t i = 0; i < size; i++)
+				printf("%02x", buf[i]);
+		else
+			printf("fnv=%016llx", (unsigned long long)fnv(buf, size));
+		printf("\n");
+		ncases++;
+		for (size_t i = size; i < cap; i++)
+			if (buf[i] != 0xa5) {
+				fprintf(stderr, "overrun %s %s idx=%u size=%zu: byte %zu written\n", dev, name, idx, size, i);
+				break;
+			}
+	}
+	free(buf);
+	return ret;
+}
+
+static void gid_cases(const char *dev, struct ibv_context *ctx)
+{
+	static const uint32_t bad_idx[] = { 1024, 0x10000, 0x7fffffff, 0x80000000, 0xffffffff };
+	static const uint32_t bad_port[] = { 0, 2, 255, 256, 257, 0xffffffff };
+	static const size_t sizes[] = { 0, 8, 28, 31, 32, 33, 40, 4096, 65535, 65536, 70000 };
+	int first_empty = -1;
+
+	/* The whole table of port 1, as perftest's GID selection scans it. */
+	uint64_t h = 0xcbf29ce484222325ull;
+	int counts[128] = { 0 };
+	for (uint32_t i = 0; i < 1024; i++) {
+		struct ibv_gid_entry e;
+		memset(&e, 0xa5, sizeof(e));
+		errno = SENTINEL;
+		int r = ibv_query_gid_ex(ctx, 1, i, &e, 0);
+		int err = errno;
+		counts[r & 127]++;
+		h = (h ^ fnv((unsigned char *)&e, sizeof(e)) ^ (uint64_t)r << 32 ^ (uint64_t)err) * 0x100000001b3ull;
+		if (r == ENODATA && first_empty < 0)
+			first_empty = i;
+		if (i < 8 || (int)i == first_empty)
+			query(dev, "entry", ctx, 1, i, 0, 32, 1);
+	}
+	printf("%s scan-1024 ok=%d enodata=%d other=%d fnv=%016llx\n", dev, counts[0], counts[ENODATA],
+	       1024 - counts[0] - counts[ENODATA], (unsigned long long)h);
+	ncases++;
+	if (first_empty < 0)
+		first_empty = 1023;
+	for (unsigned i = 0; i < sizeof(bad_idx) / sizeof(*bad_idx); i++)
+		query(dev, "bad-index", ctx, 1, bad_idx[i], 0, 32, 1);
+	for (unsigned i = 0; i < sizeof(bad_port) / sizeof(*bad_port); i++)
+		query(dev, "bad-port", ctx, bad_port[i], 0, 0, 32, 1);
+	query(dev, "flags", ctx, 1, 0, 1, 32, 1);
+	query(dev, "flags", ctx, 1, 0, 0x80000000, 32, 1);
+	query(dev, "flags-empty", ctx, 1, first_empty, 1, 32, 1);
+	for (unsigned i = 0; i < sizeof(sizes) / sizeof(*sizes); i++) {
+		query(dev, "size", ctx, 1, 0, 0, sizes[i], 1);
+		query(dev, "size-empty", ctx, 1, first_empty, 0, sizes[i], 1);
+	}
+	/* The context's fd is not open (see mcast_cases). */
+	int saved_fd = ctx->cmd_fd;
+	ctx->cmd_fd = 1000;
+	query(dev, "closed-fd", ctx, 1, 0, 0, 32, 1);
+	query(dev, "closed-fd-oversize", ctx, 1, 0, 0, 70000, 1);
+	ctx->cmd_fd = saved_fd;
+}
+
+static const char *owner(void *fn)
+{
+	Dl_info info;
+	const char *s;
+	if (!dladdr(fn, &info) || !info.dli_fname)
+		return "?";
+	s = strrchr(info.dli_fname, '/');
+	return s ? s + 1 : info.dli_fname;
+}
+
+int main(int argc, char **argv)
+{
+	int n;
+	struct ibv_device **list = ibv_get_device_list(&n);
+	const char *only = argc > 1 ? argv[1] : NULL;
+
+	if (!list || n == 0) {
+		fprintf(stderr, "conform: no RDMA device\n");
+		return 2;
+	}
+	fprintf(stderr, "served-by ibv_attach_mcast=%s ibv_detach_mcast=%s _ibv_query_gid_ex=%s\n",
+		owner((void *)ibv_attach_mcast), owner((void *)ibv_detach_mcast),
+		owner((void *)_ibv_query_gid_ex));
+	for (int d = 0; d < n; d++) {
+		const char *dev = ibv_get_device_name(list[d]);
+		struct objs o;
+		if (only && strcmp(only, dev))
+			continue;
+		o.ctx = ibv_open_device(list[d]);
+		if (!o.ctx) {
+			fprintf(stderr, "conform: cannot open %s\n", dev);
+			return 2;
+		}
+		o.pd = ibv_alloc_pd(o.ctx);
+		o.cq = ibv_create_cq(o.ctx, 64, NULL, NULL, 0);
+		gid_cases(dev, o.ctx);
+		mcast_cases(dev, &o);
+		ibv_destroy_cq(o.cq);
+		ibv_dealloc_pd(o.pd);
+		ibv_close_device(o.ctx);
+	}
+	ibv_free_device_list(list);
+	fprintf(stderr, "conform: %d cases\n", ncases);
+	return 0;
+}

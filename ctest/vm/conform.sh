@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Conformance, in the guest: conform.c run as (a) rdma-core, (b) relinked
+# against rsverbs, (c) rdma-core binary + LD_PRELOAD=librsverbs.so.1; then
+# the same three under a seccomp filter that makes the verbs ioctl fail with
+# ENOTTY, and with EPROTONOSUPPORT (the write() and sysfs fallbacks).
+# Every case line must be identical in the three modes.
+set -uo pipefail
+source "$(dirname "$0")/../lib.sh"
+W=$(mktemp -d)
+
+run_mode() { # run_mode LABEL WRAPPER...
+  local label=$1; shift
+  "$@" "$BIN/conform" > "$W/$label.ref" 2> "$W/$label.ref.err"
+  "$@" "$BIN/conform.rsv" > "$W/$label.relinked" 2> "$W/$label.relinked.err"
+  env LD_PRELOAD="$RSVERBS_LIB" "$@" "$BIN/conform" > "$W/$label.preload" 2> "$W/$label.preload.err"
+  grep -h '^served-by' "$W/$label".*.err
+  local n; n=$(wc -l < "$W/$label.ref")
+  if [ "$n" -lt 100 ]; then fail "$label: reference produced only $n lines"; cat "$W/$label.ref.err" >&2; return; fi
+  check "$label: reference served by libibverbs" grep -q 'served-by ibv_attach_mcast=libibverbs.so.1 ibv_detach_mcast=libibverbs.so.1 _ibv_query_gid_ex=libibverbs.so.1' "$W/$label.ref.err"
+  echo "conform: $label: rdma-core wrote past entry_size in $(grep -c '^overrun' "$W/$label.ref.err") cases"
+  for m in relinked preload; do
+    check "$label: $m never writes past entry_size" sh -c "! grep '^overrun' $W/$label.$m.err"
+
+    check "$label: $m served by librsverbs" grep -q 'served-by ibv_attach_mcast=librsverbs.so.1 ibv_detach_mcast=librsverbs.so.1 _ibv_query_gid_ex=librsverbs.so.1' "$W/$label.$m.err"
+    # One result per case line: identical to the reference, or a failure
+    # that shows both lines.
+    local same=0 diffs=0
+    while IFS=$'\t' read -r a b; do
+      if [ "$a" = "$b" ]; then same=$((same + 1)); echo "PASS $label $m: $a" >> "$RESULTS_DIR/$SUITE.results"; else diffs=$((diffs + 1)); fail "$label $m: rdma-core '$a' vs rsverbs '$b'"; fi
+    done < <(paste "$W/$label.ref" "$W/$label.$m")
+    echo "conform: $label/$m: $same identical, $diffs different, of $n reference cases"
+  done
+}
+
+run_mode ioctl
+run_mode noioctl-ENOTTY "$BIN/noioctl" ENOTTY
+run_mode noioctl-EPROTONOSUPPORT "$BIN/noioctl" EPROTONOSUPPORT
+grep -h 'conform:' "$W"/ioctl.ref.err
+mkdir -p /out/conform && cp "$W"/* /out/conform/
+rm -rf "$W"
+finish

@@ -1,0 +1,80 @@
+#!/bin/bash
+# Stage 2 of the rsverbs test-bed guest: PID 1 after switch_root, running the
+# host's own bash from the read-only host root.  Loads the RDMA modules, sets
+# up the two Soft-RoCE devices, runs the job's command and reports its status
+# on the console as "RSVERBS_TESTBED_EXIT=<n> <nonce>" for vm.sh to parse.
+#
+# No `set -e`: PID 1 must always reach poweroff, whatever fails.
+set -uo pipefail
+
+RSV=/run/rsverbs
+KROOT=$RSV/kroot # unpacked kernel .deb with modules.dep (from vm.sh prepare)
+BB=$RSV/busybox
+exec </dev/null
+
+say() { echo "testbed-guest: $*"; }
+halt() {
+	sync
+	$BB poweroff -f
+	sleep 60 # never let PID 1 exit (that would be a kernel panic)
+}
+die() {
+	say "FATAL: $*"
+	halt
+}
+
+# shellcheck source=/dev/null # written by vm.sh: RSV_NONCE RSV_CWD RSV_CMD
+. $RSV/job/job.sh || die "cannot read job"
+
+# The host has no /lib/modules for this kernel, so point both the kernel's
+# module autoloader and our own modprobe calls at the cached module tree.
+printf '#!/bin/sh\nexec /sbin/modprobe -d %s "$@"\n' "$KROOT" >$RSV/modprobe
+chmod +x $RSV/modprobe
+echo $RSV/modprobe >/proc/sys/kernel/modprobe
+echo rsverbs-guest >/proc/sys/kernel/hostname
+
+# crc32_generic: rdma_rxe needs the crypto "crc32" but modules.dep does not
+# say so; without it `rdma link add` fails with ENOENT.  rdma_ucm pulls in
+# rdma_cm/ib_cm/iw_cm/configfs for librdmacm users (mckey, rping).
+$RSV/modprobe -a crc32_generic rdma_rxe rdma_ucm dummy || die "modprobe failed"
+
+/usr/bin/ip link set lo up
+/usr/bin/ip link add dummy0 type dummy
+/usr/bin/ip link set dummy0 up
+/usr/bin/ip addr add 192.0.2.1/24 dev dummy0
+/usr/bin/ip -6 addr add 2001:db8::1/64 dev dummy0 nodad
+/usr/bin/rdma link add rxe0 type rxe netdev lo || die "rdma link add rxe0"
+/usr/bin/rdma link add rxe1 type rxe netdev dummy0 || die "rdma link add rxe1"
+
+# has_gid DEV GID: GID among the first 8 table entries.  Reads with the read
+# builtin: forking cat for each of the 1024 sysfs entries is slow under TCG.
+has_gid() {
+	local f g
+	for f in /sys/class/infiniband/"$1"/ports/1/gids/{0..7}; do
+		read -r g <"$f" 2>/dev/null && [ "$g" = "$2" ] && return 0
+	done
+	return 1
+}
+ready() {
+	[ -c /dev/infiniband/uverbs0 ] && [ -c /dev/infiniband/uverbs1 ] &&
+		has_gid rxe0 0000:0000:0000:0000:0000:ffff:7f00:0001 &&
+		has_gid rxe1 0000:0000:0000:0000:0000:ffff:c000:0201
+}
+for ((i = 0; i < 300; i++)); do # at most ~30 s
+	ready && break
+	sleep 0.1
+done
+ready || die "rxe devices did not come up: $(ls /dev/infiniband 2>&1)"
+say "rxe0 rxe1 up after $(cut -d' ' -f1 /proc/uptime) s of guest uptime"
+
+ulimit -l unlimited # ibv_reg_mr pins memory
+cd "$RSV_CWD" || die "cwd $RSV_CWD not visible in the guest"
+echo "RSVERBS_TESTBED_START $RSV_NONCE"
+env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+	HOME=/tmp USER=root LOGNAME=root SHELL=/bin/bash TERM=dumb LANG=C.UTF-8 \
+	RSVERBS_GUEST=1 RSVERBS_OUT=/out "${RSV_CMD[@]}"
+status=$?
+echo "RSVERBS_TESTBED_EXIT=$status $RSV_NONCE"
+sync
+umount /out 2>/dev/null
+halt
