@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Fails when include/rsverbs.h is not what cbindgen generates from src/ now.
-set -euo pipefail
+set -uo pipefail
 cd "$(dirname "$0")/.."
+source ctest/lib.sh
 tmp=$(mktemp)
-trap 'rm -f "$tmp"' EXIT
 cbindgen --quiet --config cbindgen.toml --crate rsverbs --output "$tmp"
-if ! diff -u include/rsverbs.h "$tmp"; then
-  echo "header_fresh: FAIL include/rsverbs.h is stale; run 'make header' and commit it" >&2
-  exit 1
+if diff -u include/rsverbs.h "$tmp"; then
+  pass "include/rsverbs.h is what cbindgen generates"
+else
+  fail "include/rsverbs.h is stale; run 'make header' and commit it"
 fi
-echo "header_fresh: ok"
+rm -f "$tmp"
+finish
