@@ -9,7 +9,7 @@
 set -euo pipefail
 
 TESTBED=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
-CACHE=${RSVERBS_CACHE:-$HOME/.cache/rsverbs}
+CACHE=$(realpath -m "${RSVERBS_CACHE:-$HOME/.cache/rsverbs}")
 # Host side (qemu, initramfs tools) and guest side (it runs host binaries).
 PACKAGES=(qemu-system-x86 busybox-static cpio kmod xz-utils iproute2 rdma-core
 	ibverbs-providers ibverbs-utils rdmacm-utils perftest)
@@ -196,6 +196,7 @@ run() {
 	fi
 	# shellcheck disable=SC2064 # expand now: locals are gone at exit
 	trap "rm -rf '$job' ${tmpout:+'$tmpout'}" EXIT
+	trap 'exit 130' INT TERM # so that the EXIT trap cleans up
 
 	# The job, read by the guest from a read-only share.  The nonce makes the
 	# exit marker impossible to fake by output that merely contains the text.
@@ -211,9 +212,12 @@ run() {
 
 	smp=$(nproc)
 	if ((smp > 4)); then smp=4; fi
+	# --foreground: keep qemu in our process group so ^C reaches it.
+	# q35: its virtio devices use MSI, which saves ~0.7 s of ACPI interrupt
+	# link setup per boot compared with the default i440fx machine.
 	# shellcheck disable=SC2054 # the commas are qemu's, not array separators
-	local qemu=(timeout -k 10 "$timeout"
-		qemu-system-x86_64 -accel tcg,thread=multi -cpu max -m "$mem" -smp "$smp"
+	local qemu=(timeout --foreground -k 10 "$timeout"
+		qemu-system-x86_64 -machine q35 -accel tcg,thread=multi -cpu max -m "$mem" -smp "$smp"
 		-nodefaults -no-user-config -display none -no-reboot -nic none
 		-serial stdio -kernel "$KERNEL" -initrd "$INITRD"
 		-append "console=ttyS0 panic=-1 quiet rdinit=/init ${RSVERBS_KERNEL_ARGS:-}"
