@@ -10,21 +10,31 @@
 //!   ENOTTY means no ioctl framework at all.
 //! - INVOKE_WRITE: rdma-core's `has_ioctl_write` (device.c), the same command.
 //!
-//! **Why a stale entry can never produce a wrong result.** The cache is keyed
-//! by `(context address, cmd_fd)`; a context freed and reallocated at the
-//! same address with the same fd number may hit an old entry. A wrong
+//! **Keyed by the context, as rdma-core's state is.** Routes are kept per
+//! `struct ibv_context *`, never evicted (a lock-free direct-mapped table in
+//! front of a map), and not keyed by `cmd_fd`: rdma-core reads `cmd_fd` on
+//! every call but latches "unsupported" once per context (cmd_fallback.c
+//! `_execute_ioctl_fallback`), so a latched context keeps using the fallback
+//! whatever its fd says.
+//!
+//! **Why a stale entry can never produce a wrong result.** A context freed
+//! and reallocated at the same address finds the old entry. A wrong
 //! driver_id is always rejected with EINVAL before the kernel looks at the
 //! command, so every EINVAL is re-checked with [`recheck`] (one probe) and the
 //! command is retried after a rediscovery. The "unsupported" latches only
-//! ever move from supported to unsupported, and both are properties of the
-//! running kernel and the process's seccomp filter, which are the same for
-//! every context of the process.
+//! move from supported to unsupported and are properties of the running
+//! kernel and the process's seccomp filter, the same for every context; the
+//! one trace a reused address can show is on kernels without QUERY_GID_ENTRY
+//! (before 5.10): the new context's first query skips the ioctl attempt that
+//! rdma-core would make (and its EPROTONOSUPPORT in `errno`).
 
 use super::exec;
 use super::ioctl;
 use crate::error::{Error, Result, errno, set_errno};
 use core::ffi::c_int;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
 
 /// Which kernel entry points one context may use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,7 +60,7 @@ impl Route {
     }
 }
 
-/// The identity a cache entry is valid for.
+/// The context a route belongs to, and the fd to probe it through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Key {
     pub ctx: usize,
@@ -58,35 +68,63 @@ pub struct Key {
 }
 
 impl Key {
-    /// A non-zero 32-bit tag of (ctx, fd).
-    fn tag(self) -> u32 {
-        let x = (self.ctx as u64) ^ (u64::from(self.fd as u32) << 48);
-        ((x.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as u32) | 1
-    }
+    /// The fast table's slot for this context.
     fn slot(self) -> &'static AtomicU64 {
-        &CACHE[(self.fd as u32 as usize) % SLOTS]
+        let h = (self.ctx as u64 >> 3).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        &FAST[(h >> 56) as usize % SLOTS]
     }
 }
 
 const SLOTS: usize = 256;
-/// Direct-mapped by fd. An entry packs tag:32 | flags:8 | driver_id:16.
-static CACHE: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
+/// Lock-free front table. An entry packs the whole context address
+/// ((ctx >> 3) in bits 16..63, exact for user addresses below 2^47), the
+/// flags (bits 8..15) and the driver_id (bits 0..7).
+static FAST: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
+/// Every route, by context address: the table of record, never evicted, so
+/// per-context latches survive collisions in [`FAST`]. It holds one small
+/// entry per context address ever used; freed contexts' addresses are
+/// reused by malloc, which keeps it small.
+static ALL: LazyLock<Mutex<HashMap<usize, Route>>> = LazyLock::new(|| Mutex::new(HashMap::new()));
 /// The driver_id found last: tried first by the next discovery.
 static LAST_DRIVER_ID: AtomicU32 = AtomicU32::new(0);
 /// Probe ids 0..MAX_DRIVER_ID (`enum rdma_driver_id` has 22 values in 2026).
 const MAX_DRIVER_ID: u32 = 64;
+/// Context addresses at or above this do not fit the fast table's packing.
+const FAST_LIMIT: usize = 1 << 47;
 
 fn pack(key: Key, r: Route) -> u64 {
-    (u64::from(key.tag()) << 32) | (u64::from(r.flags) << 16) | u64::from(r.driver_id & 0xffff)
+    ((key.ctx as u64 >> 3) << 16) | (u64::from(r.flags) << 8) | u64::from(r.driver_id & 0xff)
 }
 
 fn unpack(key: Key, v: u64) -> Option<Route> {
-    ((v >> 32) as u32 == key.tag()).then_some(Route { driver_id: (v & 0xffff) as u32, flags: (v >> 16) as u8 })
+    (v >> 16 == key.ctx as u64 >> 3 && v != 0).then_some(Route { driver_id: (v & 0xff) as u32, flags: (v >> 8) as u8 })
+}
+
+fn all() -> std::sync::MutexGuard<'static, HashMap<usize, Route>> {
+    // A poisoned lock cannot happen (panic = "abort"); take the data anyway.
+    ALL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Stores a route for `key` in both tables.
+fn store(key: Key, r: Route) {
+    all().insert(key.ctx, r);
+    if key.ctx < FAST_LIMIT {
+        key.slot().store(pack(key, r), Relaxed);
+    }
 }
 
 /// The cached route, if any (no syscall).
 pub fn peek(key: Key) -> Option<Route> {
-    unpack(key, key.slot().load(Relaxed))
+    if key.ctx < FAST_LIMIT
+        && let Some(r) = unpack(key, key.slot().load(Relaxed))
+    {
+        return Some(r);
+    }
+    let r = all().get(&key.ctx).copied()?;
+    if key.ctx < FAST_LIMIT {
+        key.slot().store(pack(key, r), Relaxed);
+    }
+    Some(r)
 }
 
 /// The route for `key`: cached, or discovered now.
@@ -99,19 +137,15 @@ pub fn get(key: Key) -> Result<Route> {
 
 /// Records that the kernel refused a route for this context.
 pub fn latch(key: Key, flag: u8) -> Route {
-    let slot = key.slot();
-    let mut cur = slot.load(Relaxed);
-    loop {
-        let Some(mut r) = unpack(key, cur) else {
-            // Replaced meanwhile by another context on this fd: nothing to latch.
-            return Route { driver_id: 0, flags: flag };
-        };
-        r.flags |= flag;
-        match slot.compare_exchange_weak(cur, pack(key, r), Relaxed, Relaxed) {
-            Ok(_) => return r,
-            Err(now) => cur = now,
-        }
+    let mut map = all();
+    let r = map.entry(key.ctx).or_insert(Route { driver_id: 0, flags: 0 });
+    r.flags |= flag;
+    let r = *r;
+    drop(map);
+    if key.ctx < FAST_LIMIT {
+        key.slot().store(pack(key, r), Relaxed);
     }
+    r
 }
 
 /// After a command answered EINVAL with `route`: was the driver_id stale?
@@ -168,7 +202,12 @@ fn discover(key: Key) -> Result<Route> {
         // (cmd_fallback.c `_execute_ioctl_fallback`, ENOTTY → bitmap_fill).
         None => Route { driver_id: 0, flags: NO_IOCTL | NO_INVOKE_WRITE | GID_FALLBACK },
     };
-    key.slot().store(pack(key, route), Relaxed);
+    // A latch recorded meanwhile (or before a rediscovery) is kept.
+    let route = match all().get(&key.ctx) {
+        Some(old) => Route { flags: route.flags | (old.flags & GID_FALLBACK), ..route },
+        None => route,
+    };
+    store(key, route);
     set_errno(saved);
     Ok(route)
 }
@@ -194,7 +233,8 @@ mod tests {
         assert_eq!(unpack(k, pack(k, r)), Some(r));
         let other = Key { ctx: 0x5555_0000_1240, fd: 3 };
         assert_eq!(unpack(other, pack(k, r)), None);
-        assert_eq!(unpack(k, 0), None, "an empty slot never matches (tags are odd)");
+        assert_eq!(unpack(Key { ctx: 0x5555_0000_1230, fd: 9 }, pack(k, r)), Some(r), "the fd is not part of the key");
+        assert_eq!(unpack(k, 0), None);
     }
 
     #[test]
@@ -208,6 +248,7 @@ mod tests {
     #[test]
     fn discovery_on_a_non_uverbs_fd_reports_the_kernel_errno() {
         // /dev/null has no such ioctl: ENOTTY, so only the legacy routes.
+        // SAFETY: the path is a NUL-terminated C string literal.
         let fd = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) };
         assert!(fd >= 0);
         let key = Key { ctx: 0x1000, fd };
@@ -215,8 +256,25 @@ mod tests {
         let r = get(key).expect("ENOTTY is not an error");
         assert!(r.gid_fallback() && !r.invoke_write());
         assert_eq!(errno(), 1234, "discovery leaves errno alone");
+        // SAFETY: fd was opened above and is closed once.
         unsafe { libc::close(fd) };
         let bad = Key { ctx: 0x2000, fd: 1_000_000 };
         assert_eq!(get(bad), Err(Error::sys(libc::EBADF)));
+    }
+
+    /// Contexts that share a fast slot keep their own latches (the table
+    /// of record never evicts).
+    #[test]
+    fn latches_survive_fast_table_collisions() {
+        let a = Key { ctx: 0x7000_0000_0000, fd: -1 };
+        let mut b = Key { ctx: a.ctx + 8, fd: -1 };
+        while !core::ptr::eq(b.slot(), a.slot()) {
+            b.ctx += 8;
+        }
+        store(a, Route { driver_id: 14, flags: 0 });
+        latch(a, GID_FALLBACK);
+        store(b, Route { driver_id: 14, flags: 0 });
+        assert!(peek(a).is_some_and(|r| r.gid_fallback()), "a's latch survives b taking the slot");
+        assert!(peek(b).is_some_and(|r| !r.gid_fallback()));
     }
 }
