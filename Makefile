@@ -66,6 +66,14 @@ check-abi: deps-cbindgen all
 check-vm: deps all
 	ctest/vm_suite.sh
 
+# Real clients (mckey, perftest, our relinked example) with and without rsverbs.
+compat: deps all
+	RSVERBS_SUITES=compat ctest/vm_suite.sh
+
+# The README's first command: installs, builds, boots, shows C programs on rsverbs.
+demo:
+	demo/run.sh
+
 install: all
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
 	install -m 0755 $(LIB) $(DESTDIR)$(LIBDIR)/$(REALNAME)

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Guest side of `make demo` (started by demo/run.sh in the Soft-RoCE test
+# bed): runs our example relinked against rsverbs and the unmodified mckey
+# with LD_PRELOAD=librsverbs.so.1, counts with uretprobes which library
+# served each verb call, and writes a summary to /out/summary.txt.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+LIB=$PWD/build/librsverbs.so.1
+BIN=$PWD/ctest/out/bin
+DEV=rxe1 NETDEV=dummy0 ADDR=192.0.2.1 GROUP=239.4.4.4 MCKEY_GROUP=239.2.2.2 COUNT=10
+W=$(mktemp -d)
+TR=/sys/kernel/tracing
+LIBIBVERBS=$(ldd "$(command -v mckey)" | awk '$1 == "libibverbs.so.1" { print $3 }')
+VERBS=(ibv_attach_mcast ibv_detach_mcast _ibv_query_gid_ex)
+VERSIONS=(IBVERBS_1.1 IBVERBS_1.1 IBVERBS_1.11)
+failed=0
+
+say() { printf '\n== %s\n' "$*"; }
+bad() { echo "demo: FAILED: $*"; failed=1; }
+
+# ---- uretprobes: every call of the three verbs, in either library ---------
+declare -A OFF # SYMBOL@@VERSION -> file offset (what a uprobe takes), for one library
+offsets() {
+	local -a load=()
+	local a b c f g h va seg
+	OFF=()
+	while read -r a b c _ _ f g h; do
+		if [ "$a" = LOAD ]; then
+			load+=("$b $c $f")
+		elif [ "$g" != UND ]; then
+			va=$((16#$b))
+			for seg in "${load[@]}"; do
+				set -- $seg
+				((va >= $2 && va < $2 + $3)) && printf -v "OFF[$h]" '0x%x' $((va - $2 + $1))
+			done
+		fi
+	done < <(readelf -W -l --dyn-syms "$1" |
+		awk '$1 == "LOAD" || $8 ~ /^(ibv_attach_mcast|ibv_detach_mcast|_ibv_query_gid_ex)@@IBVERBS_/')
+}
+probes=0
+if mount -t tracefs nodev $TR 2>/dev/null || [ -w $TR/uprobe_events ]; then
+	probes=1
+	for lib in "rsverbs:$LIB" "libibverbs:$LIBIBVERBS"; do
+		offsets "${lib#*:}"
+		for i in 0 1 2; do
+			off=${OFF[${VERBS[i]}@@${VERSIONS[i]}]:-}
+			[ -n "$off" ] && echo "r:rsvdemo/${lib%%:*}_$i ${lib#*:}:$off rc=\$retval:s32" >> $TR/uprobe_events ||
+				probes=0
+		done
+	done
+	((probes)) && echo 1 > $TR/events/rsvdemo/enable && echo 1 > $TR/tracing_on || probes=0
+fi
+# served LABEL: one line per verb, "verb: N calls in librsverbs.so.1, M in libibverbs.so.1"
+served() {
+	local i r l
+	for i in 0 1 2; do
+		r=$(grep -c " rsverbs_$i: " $TR/trace)
+		l=$(grep -c " libibverbs_$i: " $TR/trace)
+		printf '           %-18s %2d calls served by librsverbs.so.1, %d by libibverbs.so.1\n' "${VERBS[i]}" "$r" "$l"
+		((l == 0)) || bad "$1: ${VERBS[i]} reached libibverbs"
+	done
+	: > $TR/trace
+}
+
+# ---- the devices ------------------------------------------------------------
+say "Soft-RoCE devices (kernel $(uname -r))"
+rdma link show
+
+# ---- 1. our example, relinked --------------------------------------------------
+say "ctest/vm/mcgroup.c, built with \$(pkg-config --cflags --libs rsverbs):"
+echo "   $(ldd "$BIN/mcgroup.rsv" | grep -E 'librsverbs|libibverbs' | awk '{ print $1 " => " $3 }' | tr '\n' ' ')"
+: > $TR/trace 2>/dev/null
+timeout -k 5 120 "$BIN/mcgroup.rsv" -d $DEV -g $GROUP -n $COUNT | tee "$W/mcgroup"
+rc=${PIPESTATUS[0]}
+((rc == 0)) || bad "mcgroup exited with status $rc"
+((probes)) && served mcgroup > "$W/mcgroup.served"
+
+# ---- 2. mckey, unmodified, preloaded ----------------------------------------
+say "mckey (rdmacm-utils, unmodified) with LD_PRELOAD=$LIB"
+pre() { timeout -k 5 120 env LD_PRELOAD="$LIB" stdbuf -oL "$@"; }
+pre mckey -m $MCKEY_GROUP -b $ADDR -C $COUNT > "$W/recv" 2>&1 &
+rpid=$!
+# The receiver must have joined before the sender sends (bounded poll).
+for ((i = 0; i < 600; i++)); do
+	grep -q '^receiving data transfers' "$W/recv" && break
+	kill -0 $rpid 2>/dev/null || break
+	sleep 0.1
+done
+pre mckey -m $MCKEY_GROUP -b $ADDR -C $COUNT -s > "$W/send" 2>&1
+src=$?
+wait $rpid
+rrc=$?
+echo "  receiver (exit status $rrc):"; sed 's/^/    /' "$W/recv"
+echo "  sender (exit status $src):"; sed 's/^/    /' "$W/send"
+for f in recv send; do
+	grep -q '^data transfers complete$' "$W/$f" && grep -q '^return status 0$' "$W/$f" ||
+		bad "mckey $f did not complete"
+done
+((rrc == 0 && src == 0)) || bad "mckey exit status: receiver $rrc, sender $src"
+((probes)) && served mckey > "$W/mckey.served"
+
+# ---- the summary --------------------------------------------------------------
+field() { sed -n "s/^mcgroup: $1.*/\\1/p" "$W/mcgroup"; }
+{
+	echo "device     $DEV: Soft-RoCE on $NETDEV ($ADDR), Linux $(uname -r) under qemu;" \
+		"source GID$(field 'device .*source GID\(\[[0-9]*\] [^ ]*\).*')"
+	echo "example    ctest/vm/mcgroup.c relinked with pkg-config rsverbs, group $GROUP ($(field 'group [^ ]* = MGID \([^,]*\)'))"
+	echo "           while attached: $(field 'while attached: \(.*\)')"
+	echo "           after detach:   $(field 'after detach: *\(.*\)')"
+	echo "           dladdr says:    $(field 'verbs served by: \(.*\)')"
+	((probes)) && cat "$W/mcgroup.served"
+	if grep -q '^data transfers complete$' "$W/recv" && grep -q '^data transfers complete$' "$W/send"; then
+		echo "mckey      unmodified, LD_PRELOAD, group $MCKEY_GROUP: sender posted $COUNT datagrams" \
+			"(exit $src), receiver received all $COUNT (exit $rrc)"
+	else
+		echo "mckey      unmodified, LD_PRELOAD, group $MCKEY_GROUP: did NOT complete" \
+			"(sender exit $src, receiver exit $rrc)"
+	fi
+	grep -h '^mckey: joined' "$W/recv" | sed 's/^/           receiver /'
+	((probes)) && cat "$W/mckey.served"
+	((probes)) || echo "           (uprobes unavailable: no per-call count)"
+	((failed)) && echo "RESULT     FAILED (see above)" || echo "RESULT     OK: every call of the three verbs was served by librsverbs.so.1"
+} > /out/summary.txt
+rm -rf "$W"
+exit $failed

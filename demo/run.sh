@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# make demo: on Debian 12, from a fresh clone. Installs what is missing,
+# builds rsverbs and the example, boots the Soft-RoCE test bed (Debian's
+# Linux 6.1 under qemu) and runs there, over rsverbs:
+#   - ctest/vm/mcgroup.c, our multicast example, relinked with
+#     `pkg-config --cflags --libs rsverbs`;
+#   - mckey (rdmacm-utils), unmodified, with LD_PRELOAD=librsverbs.so.1.
+# Ends with a short summary: device, groups, datagrams sent and received,
+# and which library served each verb call. The guest side is demo/guest.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+start=$SECONDS
+step() { printf '\n[demo %s] %s\n' "$1" "$2"; }
+
+step 1/5 "packages: ctest/deps.sh (apt-get, only what is missing)"
+if [ "$(id -u)" != 0 ] && command -v sudo > /dev/null; then sudo ctest/deps.sh; else ctest/deps.sh; fi
+if ! command -v cargo > /dev/null; then
+	echo "demo: building rsverbs needs cargo with Rust >= 1.85 (Debian 12's rustc is older): https://rustup.rs" >&2
+	exit 1
+fi
+echo "ok"
+
+step 2/5 "build librsverbs.so.1: make all"
+make --no-print-directory all
+
+step 3/5 "build the example: ctest/build.sh (mcgroup: rdma-core only; mcgroup.rsv: pkg-config rsverbs)"
+ctest/build.sh
+
+step 4/5 "boot the test bed and run the example and mckey over rsverbs"
+out=$(mktemp -d "${TMPDIR:-/tmp}/rsverbs-demo.XXXXXX")
+rc=0
+testbed/vm.sh run --timeout 600 --out "$out" -- demo/guest.sh || rc=$?
+
+step 5/5 summary
+if [ -s "$out/summary.txt" ]; then
+	cat "$out/summary.txt"
+else
+	echo "demo: the guest wrote no summary"
+fi
+echo "demo: done in $((SECONDS - start)) s"
+if [ "$rc" -ne 0 ]; then
+	echo "demo: FAILED (status $rc); the guest's console log is $out/serial.log" >&2
+	exit "$rc"
+fi
+rm -rf "$out"
