@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Host-side sanitizer and static checks (issue 6). Results are tallied like
+# every other suite (ctest/out/sanitize.results, "N passed, N failed").
+#
+#   ctest/sanitize.sh              all host checks below
+#   ctest/sanitize.sh asan-build   only build the ASan variants of the guest
+#                                  robustness programs into ctest/out/bin
+#                                  (NAME.asan: rdma-core only, the LD_PRELOAD
+#                                  target; NAME.asan.rsv: relinked), used by
+#                                  ctest/vm/robust_san.sh and stress.sh
+#
+# Host checks:
+#   1. every `unsafe` block / impl / fn body in src/ has a `// SAFETY:`
+#      comment (grep-based, in addition to clippy's
+#      undocumented_unsafe_blocks, which src/lib.rs denies);
+#   2. clippy on the library code with warnings denied, src/lib.rs denying
+#      unwrap/expect/panic outside tests (the code reachable from the C
+#      boundary);
+#   3. the Rust test binaries (unit tests and tests/*.rs, including the fuzz
+#      corpus replay) run clean under valgrind memcheck.
+#   4. no path-taking environment variable is read by src/.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+B=${RSVERBS_BUILD:-$PWD/build}
+out=ctest/out/bin
+
+asan_build() {
+  mkdir -p "$out"
+  local name src flags=(-O1 -g -fsanitize=address -fno-omit-frame-pointer -Wall -D_GNU_SOURCE -Iinclude)
+  for name in robust stress devloss; do
+    src=ctest/vm/$name.c
+    [ -f "$src" ] || continue
+    if [ "$out/$name.asan.rsv" -nt "$src" ] && [ "$out/$name.asan.rsv" -nt ctest/vm/robust_common.h ] &&
+       [ "$out/$name.asan.rsv" -nt "$B/librsverbs.so.1" ]; then continue; fi
+    cc "${flags[@]}" -o "$out/$name.asan" "$src" -libverbs -ldl -lpthread -lm || return 1
+    cc "${flags[@]}" -o "$out/$name.asan.rsv" "$src" -L"$B" -Wl,-rpath,"$B" -lrsverbs -libverbs -ldl -lpthread -lm || return 1
+  done
+  echo "sanitize: ASan guest binaries in $out"
+}
+
+if [ "${1:-}" = asan-build ]; then
+  asan_build
+  exit
+fi
+
+SUITE=sanitize
+source ctest/lib.sh
+T0=$(date +%s)
+check "ASan builds of the guest robustness programs" asan_build
+
+# ---- 1. SAFETY comments ---------------------------------------------------
+# Every `unsafe {` block and `unsafe impl` needs a `// SAFETY:` comment on
+# its own line or in the comment block directly above it (attribute lines
+# skipped), as clippy's undocumented_unsafe_blocks wants. `unsafe fn`
+# declarations carry a `# Safety` doc section instead (clippy's
+# missing_safety_doc, below); `#[unsafe(no_mangle)]` is an attribute.
+safety_check() {
+  local f bad=0
+  for f in $(find src tests -name '*.rs' 2>/dev/null | sort); do
+    awk '
+      { line[NR] = $0 }
+      /unsafe[ ]*\{|unsafe impl/ && !/^[ \t]*\/\// {
+        ok = ($0 ~ /SAFETY:/)
+        for (i = NR - 1; i > 0 && !ok && (line[i] ~ /^[ \t]*\/\// || line[i] ~ /^[ \t]*#\[/); i--)
+          if (line[i] ~ /SAFETY:/) ok = 1
+        if (!ok) { printf "%s:%d: unsafe without a // SAFETY: comment: %s\n", FILENAME, NR, $0; bad = 1 }
+      }
+      END { exit bad }' "$f" >&2 || bad=1
+  done
+  return $bad
+}
+check "every unsafe block in src/ and tests/ has a // SAFETY: comment" safety_check
+
+# ---- 2. clippy --------------------------------------------------------------
+clippy_lib() {
+  # unwrap/expect/panic are denied in non-test library code by src/lib.rs
+  # itself (`cargo clippy -- -D clippy::expect_used` would also lint
+  # build.rs, whose expect() runs at build time, never behind the C ABI).
+  grep -Eq '^#!\[cfg_attr\(not\(test\), deny\(.*clippy::unwrap_used.*clippy::expect_used.*clippy::panic' src/lib.rs ||
+    { echo "sanitize: src/lib.rs no longer denies unwrap/expect/panic outside tests" >&2; return 1; }
+  cargo clippy --release --locked --lib --quiet -- -D warnings \
+    -D clippy::undocumented_unsafe_blocks -D clippy::missing_safety_doc
+}
+if cargo clippy --version >/dev/null 2>&1; then
+  check "clippy: no unwrap/expect/panic/undocumented unsafe in library code" clippy_lib
+  check "clippy: tests and benches lint clean (undocumented unsafe denied)" \
+    cargo clippy --release --locked --all-targets --quiet -- -D warnings -D clippy::undocumented_unsafe_blocks
+else
+  fail "clippy is not installed (rustup component add clippy)"
+fi
+
+# ---- 3. Rust tests under valgrind memcheck ----------------------------------
+if command -v valgrind >/dev/null; then
+  bins=$(cargo test --release --locked --no-run --message-format=json 2>/dev/null |
+    sed -n 's/.*"executable":"\([^"]*\)".*/\1/p')
+  [ -n "$bins" ] || fail "cargo test --no-run produced no test binary"
+  for b in $bins; do
+    n=$(basename "$b"); n=${n%-*}
+    # Test failures are unit.sh's business; here only memcheck's verdict
+    # counts (--error-exitcode=99). --test-threads=1 keeps reports readable.
+    timeout 900 valgrind -q --tool=memcheck --error-exitcode=99 --leak-check=full \
+      --errors-for-leak-kinds=definite --show-leak-kinds=definite \
+      "$b" --test-threads=1 -q > "ctest/out/valgrind-$n.log" 2>&1
+    rc=$?
+    tests=$(grep -o '[0-9]* passed; [0-9]* failed' "ctest/out/valgrind-$n.log" | tail -1)
+    if [ $rc -ne 99 ] && [ $rc -ne 124 ] && [ -n "$tests" ] && ! grep -q '^==[0-9]*== ' "ctest/out/valgrind-$n.log"; then
+      pass "valgrind memcheck: $n: no error, no definite leak ($tests)"
+    else
+      fail "valgrind memcheck: $n: exit $rc (see ctest/out/valgrind-$n.log)"
+      grep '^==[0-9]*== ' "ctest/out/valgrind-$n.log" | head -30 >&2
+    fi
+  done
+else
+  fail "valgrind is not installed"
+fi
+
+# ---- 4. environment variables -------------------------------------------------
+# rsverbs may read only the two boolean switches rdma-core reads for
+# detach (RDMAV_ALLOW_DISASSOC_DESTROY, MLX4_DEVICE_FATAL_CLEANUP); no
+# variable may name a path or file (SYSFS_PATH, RDMAV_*_PATH, HOME, TMPDIR).
+env_check() {
+  local vars
+  vars=$(grep -rhoE '(var_os|var|getenv|secure_getenv|is_set)\("[A-Za-z0-9_]+"' src/ | sed -E 's/.*\("//; s/"$//' | sort -u)
+  echo "sanitize: environment variables read by src/: $(echo ${vars:-none})"
+  [ -z "$(comm -23 <(echo "$vars") <(printf '%s\n' MLX4_DEVICE_FATAL_CLEANUP RDMAV_ALLOW_DISASSOC_DESTROY))" ] &&
+    ! grep -rnE 'env::vars|environ|getenv|secure_getenv' src/ | grep -v '^src/env.rs:.*//'
+}
+check "src/ reads no environment variable but the two detach switches" env_check
+
+echo "sanitize: took $(( $(date +%s) - T0 )) s"
+finish
