@@ -22,7 +22,7 @@ REALNAME    := librsverbs.so.$(SOVERSION).0.0
 LIB         := $(BUILD)/$(SONAME)
 export RSVERBS_BUILD := $(BUILD)
 
-.PHONY: all lib header deps deps-cbindgen check check-unit check-abi check-vm demo compat bench \
+.PHONY: all lib header deps deps-cbindgen check check-unit check-abi check-vm check-sanitize fuzz demo compat bench \
         install uninstall clean
 
 all: lib $(BUILD)/pkgconfig/rsverbs.pc
@@ -65,6 +65,14 @@ check-abi: deps-cbindgen all
 # The real-kernel suites (Soft-RoCE in qemu); RSVERBS_SUITES="conform e2e" picks some.
 check-vm: deps all
 	ctest/vm_suite.sh
+
+# Host sanitizer and lint checks (valgrind on the Rust tests, clippy, SAFETY comments, ASan builds).
+check-sanitize: all
+	ctest/sanitize.sh
+
+# Long fuzz run of the sysfs parsers (RSVERBS_FUZZ_SECS, default 600); make check replays the corpus.
+fuzz:
+	RSVERBS_FUZZ_SECS=$${RSVERBS_FUZZ_SECS:-600} $(CARGO) test --release --locked --test fuzz_parsers -- --ignored --nocapture fuzz_long
 
 # Real clients (mckey, perftest, our relinked example) with and without rsverbs.
 compat: deps all

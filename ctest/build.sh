@@ -12,7 +12,8 @@ CFLAGS=(-O2 -g -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -Iinclude)
 LIBS=(-lrdmacm -ldl -lpthread -lm)
 for src in ctest/vm/*.c; do
   name=$(basename "$src" .c)
-  [ "$out/$name" -nt "$src" ] && [ "$out/$name.rsv" -nt "$B/librsverbs.so.1" ] && continue
+  newest=$(ls -t "$src" ctest/vm/*.h 2>/dev/null | head -1)
+  [ "$out/$name" -nt "$newest" ] && [ "$out/$name.rsv" -nt "$B/librsverbs.so.1" ] && continue
   cc "${CFLAGS[@]}" -o "$out/$name" "$src" -libverbs "${LIBS[@]}"
   # shellcheck disable=SC2046
   cc "${CFLAGS[@]}" -o "$out/$name.rsv" "$src" $(pkg-config --cflags --libs rsverbs) -Wl,-rpath,"$B" "${LIBS[@]}"

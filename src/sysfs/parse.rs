@@ -29,7 +29,8 @@ pub fn c_str(buf: &[u8]) -> &[u8] {
 /// "0x"/"0X", then at least one hex digit; the value wraps to u16, and a '-'
 /// negates it. `None` when no digit was read (`sscanf` returned 0 or EOF).
 pub fn scan_hx(s: &[u8]) -> Option<u16> {
-    let mut i = s.iter().take_while(|b| b.is_ascii_whitespace()).count();
+    // C isspace(): Rust's is_ascii_whitespace() lacks the vertical tab.
+    let mut i = s.iter().take_while(|&&b| b.is_ascii_whitespace() || b == 0x0b).count();
     let neg = match s.get(i) {
         Some(b'-') => {
             i += 1;
@@ -49,11 +50,13 @@ pub fn scan_hx(s: &[u8]) -> Option<u16> {
     if digits == 0 {
         return None;
     }
-    let v = s[i..i + digits].iter().fold(0u64, |acc, &b| {
-        let d = (b as char).to_digit(16).unwrap_or(0) as u64;
-        acc.saturating_mul(16).saturating_add(d)
+    let v = s[i..i + digits].iter().try_fold(0u64, |acc, &b| {
+        let d = u64::from((b as char).to_digit(16).unwrap_or(0));
+        acc.checked_mul(16)?.checked_add(d)
     });
-    // strtoul saturates at ULONG_MAX, then scanf stores (unsigned short).
+    // strtoul: ULONG_MAX on overflow whatever the sign; scanf then stores
+    // (unsigned short).
+    let Some(v) = v else { return Some(u16::MAX) };
     let v = v as u16;
     Some(if neg { v.wrapping_neg() } else { v })
 }
@@ -126,6 +129,8 @@ mod tests {
         assert_eq!(scan_hx(b"-1"), Some(0xffff));
         assert_eq!(scan_hx(b"12345"), Some(0x2345));
         assert_eq!(scan_hx(b":"), None);
+        assert_eq!(scan_hx(b" \x0b1"), Some(1), "vertical tab is C white space");
+        assert_eq!(scan_hx(b"-10000000000000000000"), Some(0xffff), "overflow saturates before the sign");
         assert_eq!(scan_hx(b""), None);
     }
 

@@ -5,6 +5,7 @@
 pub mod exec;
 pub mod ioctl;
 pub mod route;
+mod table;
 pub mod write;
 
 use crate::error::Result;

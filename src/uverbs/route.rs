@@ -30,11 +30,10 @@
 
 use super::exec;
 use super::ioctl;
+use super::table;
 use crate::error::{Error, Result, errno, set_errno};
 use core::ffi::c_int;
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
-use std::collections::HashMap;
-use std::sync::{LazyLock, Mutex};
+use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 /// Which kernel entry points one context may use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,64 +66,23 @@ pub struct Key {
     pub fd: c_int,
 }
 
-impl Key {
-    /// The fast table's slot for this context.
-    fn slot(self) -> &'static AtomicU64 {
-        let h = (self.ctx as u64 >> 3).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        &FAST[(h >> 56) as usize % SLOTS]
-    }
-}
-
-const SLOTS: usize = 256;
-/// Lock-free front table. An entry packs the whole context address
-/// ((ctx >> 3) in bits 16..63, exact for user addresses below 2^47), the
-/// flags (bits 8..15) and the driver_id (bits 0..7).
-static FAST: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
-/// Every route, by context address: the table of record, never evicted, so
-/// per-context latches survive collisions in [`FAST`]. It holds one small
-/// entry per context address ever used; freed contexts' addresses are
-/// reused by malloc, which keeps it small.
-static ALL: LazyLock<Mutex<HashMap<usize, Route>>> = LazyLock::new(|| Mutex::new(HashMap::new()));
 /// The driver_id found last: tried first by the next discovery.
 static LAST_DRIVER_ID: AtomicU32 = AtomicU32::new(0);
 /// Probe ids 0..MAX_DRIVER_ID (`enum rdma_driver_id` has 22 values in 2026).
 const MAX_DRIVER_ID: u32 = 64;
-/// Context addresses at or above this do not fit the fast table's packing.
-const FAST_LIMIT: usize = 1 << 47;
 
-fn pack(key: Key, r: Route) -> u64 {
-    ((key.ctx as u64 >> 3) << 16) | (u64::from(r.flags) << 8) | u64::from(r.driver_id & 0xff)
+/// A route as the table stores it: driver_id in bits 0..7, flags in 8..15.
+fn pack(r: Route) -> u32 {
+    (u32::from(r.flags) << 8) | (r.driver_id & 0xff)
 }
 
-fn unpack(key: Key, v: u64) -> Option<Route> {
-    (v >> 16 == key.ctx as u64 >> 3 && v != 0).then_some(Route { driver_id: (v & 0xff) as u32, flags: (v >> 8) as u8 })
+fn unpack(v: u32) -> Route {
+    Route { driver_id: v & 0xff, flags: (v >> 8) as u8 }
 }
 
-fn all() -> std::sync::MutexGuard<'static, HashMap<usize, Route>> {
-    // A poisoned lock cannot happen (panic = "abort"); take the data anyway.
-    ALL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Stores a route for `key` in both tables.
-fn store(key: Key, r: Route) {
-    all().insert(key.ctx, r);
-    if key.ctx < FAST_LIMIT {
-        key.slot().store(pack(key, r), Relaxed);
-    }
-}
-
-/// The cached route, if any (no syscall).
+/// The cached route, if any (no syscall, no lock).
 pub fn peek(key: Key) -> Option<Route> {
-    if key.ctx < FAST_LIMIT
-        && let Some(r) = unpack(key, key.slot().load(Relaxed))
-    {
-        return Some(r);
-    }
-    let r = all().get(&key.ctx).copied()?;
-    if key.ctx < FAST_LIMIT {
-        key.slot().store(pack(key, r), Relaxed);
-    }
-    Some(r)
+    table::get(key.ctx).map(unpack)
 }
 
 /// The route for `key`: cached, or discovered now.
@@ -137,15 +95,8 @@ pub fn get(key: Key) -> Result<Route> {
 
 /// Records that the kernel refused a route for this context.
 pub fn latch(key: Key, flag: u8) -> Route {
-    let mut map = all();
-    let r = map.entry(key.ctx).or_insert(Route { driver_id: 0, flags: 0 });
-    r.flags |= flag;
-    let r = *r;
-    drop(map);
-    if key.ctx < FAST_LIMIT {
-        key.slot().store(pack(key, r), Relaxed);
-    }
-    r
+    let flag = u32::from(flag) << 8;
+    table::update(key.ctx, |old| old.unwrap_or(0) | flag).map_or(Route { driver_id: 0, flags: (flag >> 8) as u8 }, unpack)
 }
 
 /// After a command answered EINVAL with `route`: was the driver_id stale?
@@ -202,14 +153,36 @@ fn discover(key: Key) -> Result<Route> {
         // (cmd_fallback.c `_execute_ioctl_fallback`, ENOTTY → bitmap_fill).
         None => Route { driver_id: 0, flags: NO_IOCTL | NO_INVOKE_WRITE | GID_FALLBACK },
     };
+    // A route seen through ENOTTY is cached only for a real uverbs device:
+    // an ENOTTY from some other file (a stand-in fd) must not outlive this
+    // context in the table, where a later context at the same address would
+    // inherit it while rdma-core starts that one afresh.
+    let cacheable = found.is_some() || is_uverbs_chardev(key.fd);
     // A latch recorded meanwhile (or before a rediscovery) is kept.
-    let route = match all().get(&key.ctx) {
-        Some(old) => Route { flags: route.flags | (old.flags & GID_FALLBACK), ..route },
-        None => route,
+    let route = if cacheable {
+        table::update(key.ctx, |old| pack(route) | old.map_or(0, |v| v & (u32::from(GID_FALLBACK) << 8)))
+            .map_or(route, unpack)
+    } else {
+        route
     };
-    store(key, route);
     set_errno(saved);
     Ok(route)
+}
+
+/// Whether `fd` is a uverbs character device: `/sys/dev/char/M:N/subsystem`
+/// links to `.../infiniband_verbs` (kernel uverbs_main.c class "infiniband_verbs").
+fn is_uverbs_chardev(fd: c_int) -> bool {
+    // SAFETY: an all-zero stat is valid; fstat fills it or fails.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    // SAFETY: st is a valid out-pointer.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFCHR {
+        return false;
+    }
+    let path = format!("/sys/dev/char/{}:{}/subsystem\0", libc::major(st.st_rdev), libc::minor(st.st_rdev));
+    let mut buf = [0u8; 256];
+    // SAFETY: path is NUL-terminated; buf is writable for its length.
+    let n = unsafe { libc::readlink(path.as_ptr().cast(), buf.as_mut_ptr().cast(), buf.len()) };
+    n > 0 && buf[..n as usize].ends_with(b"/infiniband_verbs")
 }
 
 /// rdma-core device.c `has_ioctl_write`: INVOKE_WRITE carrying only
@@ -227,14 +200,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pack_roundtrip_and_tag_mismatch() {
-        let k = Key { ctx: 0x5555_0000_1230, fd: 3 };
-        let r = Route { driver_id: 14, flags: NO_INVOKE_WRITE };
-        assert_eq!(unpack(k, pack(k, r)), Some(r));
-        let other = Key { ctx: 0x5555_0000_1240, fd: 3 };
-        assert_eq!(unpack(other, pack(k, r)), None);
-        assert_eq!(unpack(Key { ctx: 0x5555_0000_1230, fd: 9 }, pack(k, r)), Some(r), "the fd is not part of the key");
-        assert_eq!(unpack(k, 0), None);
+    fn pack_roundtrip() {
+        let r = Route { driver_id: 14, flags: NO_INVOKE_WRITE | GID_FALLBACK };
+        assert_eq!(unpack(pack(r)), r);
     }
 
     #[test]
@@ -262,19 +230,29 @@ mod tests {
         assert_eq!(get(bad), Err(Error::sys(libc::EBADF)));
     }
 
-    /// Contexts that share a fast slot keep their own latches (the table
-    /// of record never evicts).
+    /// A latch is per context and survives a rediscovery of the driver_id.
     #[test]
-    fn latches_survive_fast_table_collisions() {
-        let a = Key { ctx: 0x7000_0000_0000, fd: -1 };
-        let mut b = Key { ctx: a.ctx + 8, fd: -1 };
-        while !core::ptr::eq(b.slot(), a.slot()) {
-            b.ctx += 8;
-        }
-        store(a, Route { driver_id: 14, flags: 0 });
+    fn latch_is_per_context_and_kept_by_rediscovery() {
+        // SAFETY: opening a path with a NUL-terminated literal.
+        let fd = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) };
+        let (a, b) = (Key { ctx: 0x7100_0000_0000, fd }, Key { ctx: 0x7100_0000_0040, fd });
+        table::update(a.ctx, |_| pack(Route { driver_id: 3, flags: 0 }));
+        table::update(b.ctx, |_| pack(Route { driver_id: 3, flags: 0 }));
         latch(a, GID_FALLBACK);
-        store(b, Route { driver_id: 14, flags: 0 });
-        assert!(peek(a).is_some_and(|r| r.gid_fallback()), "a's latch survives b taking the slot");
-        assert!(peek(b).is_some_and(|r| !r.gid_fallback()));
+        assert!(peek(a).is_some_and(|r| r.gid_fallback()) && peek(b).is_some_and(|r| !r.gid_fallback()));
+        // SAFETY: fd is ours.
+        unsafe { libc::close(fd) };
+    }
+
+    /// An ENOTTY route from a file that is not a uverbs device is not cached.
+    #[test]
+    fn enotty_from_a_non_uverbs_fd_is_not_cached() {
+        // SAFETY: opening a path with a NUL-terminated literal.
+        let fd = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) };
+        let k = Key { ctx: 0x7200_0000_0000, fd };
+        assert!(get(k).is_ok_and(|r| r.gid_fallback()));
+        assert_eq!(peek(k), None);
+        // SAFETY: fd is ours.
+        unsafe { libc::close(fd) };
     }
 }
