@@ -82,6 +82,10 @@ compat: deps all
 demo:
 	demo/run.sh
 
+# Benchmarks against rdma-core and the bare-syscall floor, in the test bed; writes BENCHMARKS.md.
+bench: deps all
+	bench/run.sh
+
 install: all
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
 	install -m 0755 $(LIB) $(DESTDIR)$(LIBDIR)/$(REALNAME)

@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ctest/build.sh
+bench/build.sh
 mkdir -p ctest/out/vm
 rm -f ctest/out/vm/*.results
 rc=0

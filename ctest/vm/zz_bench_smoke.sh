@@ -1,0 +1,1 @@
+../../bench/smoke_suite.sh
