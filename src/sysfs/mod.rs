@@ -147,6 +147,8 @@ fn link_layer(key: Key, port: u32) -> Result<u8> {
 ///
 /// # Safety
 /// `ctx` valid; `entry` writable for `entry_size` bytes.
+#[cold]
+#[inline(never)]
 pub unsafe fn query_gid_entry(
     ctx: *mut ibv_context,
     key: Key,

@@ -6,16 +6,69 @@
 use super::ioctl::{Cmd, RDMA_VERBS_IOCTL};
 use super::write::WriteCmd;
 use crate::error::{Error, Result, last_os_error};
+
 use core::ffi::c_int;
 
 /// `ioctl(fd, RDMA_VERBS_IOCTL, cmd)`. The kernel writes attribute flags back
 /// into `cmd`, hence `&mut`.
+///
+/// Issued as a raw `syscall` instruction rather than through libc's
+/// variadic `ioctl()`: it is the hot path of every verb, and the raw call
+/// halves rsverbs' user-space instructions (BENCHMARKS.md). On failure
+/// `errno` is set here, exactly as libc would, and the error is returned as
+/// already reported. The kernel sees the same syscall either way (seccomp
+/// filters and strace included); only a user-space `ioctl` interposer would
+/// not see it.
+#[inline]
 pub fn ioctl<const N: usize>(fd: c_int, cmd: &mut Cmd<N>) -> Result<()> {
+    let arg = (cmd as *mut Cmd<N>).cast::<libc::c_void>();
     // SAFETY: cmd is a valid, writable ib_uverbs_ioctl_hdr followed by exactly
     // hdr.num_attrs attributes; any pointers inside it were built by the
     // caller from live buffers that outlive this call.
-    let rc = unsafe { libc::ioctl(fd, RDMA_VERBS_IOCTL, (cmd as *mut Cmd<N>).cast::<libc::c_void>()) };
-    if rc == 0 { Ok(()) } else { Err(last_os_error()) }
+    let rc = unsafe { sys_ioctl(fd, RDMA_VERBS_IOCTL, arg) };
+    if rc >= 0 {
+        Ok(())
+    } else {
+        let code = -rc as c_int;
+        crate::error::set_errno(code);
+        Err(Error::quiet(code))
+    }
+}
+
+/// The ioctl syscall; returns the kernel's value (-errno on failure).
+///
+/// # Safety
+/// As `ioctl(2)` with this request and argument.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+unsafe fn sys_ioctl(fd: c_int, request: libc::c_ulong, arg: *mut libc::c_void) -> isize {
+    let ret: isize;
+    // SAFETY: the x86_64 Linux syscall ABI: number in rax, arguments in
+    // rdi/rsi/rdx, result in rax; the instruction clobbers rcx and r11.
+    unsafe {
+        core::arch::asm!(
+            "syscall",
+            inlateout("rax") libc::SYS_ioctl as isize => ret,
+            in("rdi") fd as isize,
+            in("rsi") request,
+            in("rdx") arg,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    ret
+}
+
+/// Other architectures: libc's `ioctl()`, normalised to -errno.
+///
+/// # Safety
+/// As `ioctl(2)` with this request and argument.
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn sys_ioctl(fd: c_int, request: libc::c_ulong, arg: *mut libc::c_void) -> isize {
+    // SAFETY: forwarded from the caller.
+    let rc = unsafe { libc::ioctl(fd, request as _, arg) };
+    if rc < 0 { -(crate::error::errno() as isize) } else { rc as isize }
 }
 
 /// `write(fd, cmd, sizeof cmd)`; anything but a full write is an error

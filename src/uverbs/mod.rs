@@ -8,7 +8,7 @@ pub mod route;
 mod table;
 pub mod write;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use core::mem::size_of;
 use ioctl::Cmd;
 use route::{Key, Route};
@@ -17,14 +17,20 @@ use route::{Key, Route};
 /// once against a stale cached driver_id (see `route`); if it was stale the
 /// command is rebuilt and sent again, which is safe because the kernel
 /// rejected the first one before looking at it.
+#[inline]
 pub fn ioctl_checked<const N: usize>(key: Key, route: Route, build: impl Fn(u32) -> Cmd<N>) -> Result<()> {
-    let mut cmd = build(route.driver_id);
-    match exec::ioctl(key.fd, &mut cmd) {
-        Err(e) if e.code == libc::EINVAL => match route::recheck(key, route)? {
-            Some(fresh) => exec::ioctl(key.fd, &mut build(fresh.driver_id)),
-            None => Err(e),
-        },
+    match exec::ioctl(key.fd, &mut build(route.driver_id)) {
+        Err(e) if e.code == libc::EINVAL => after_einval(key, route, e, &build),
         other => other,
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn after_einval<const N: usize>(key: Key, route: Route, e: Error, build: &dyn Fn(u32) -> Cmd<N>) -> Result<()> {
+    match route::recheck(key, route)? {
+        Some(fresh) => exec::ioctl(key.fd, &mut build(fresh.driver_id)),
+        None => Err(e),
     }
 }
 
@@ -32,6 +38,7 @@ pub fn ioctl_checked<const N: usize>(key: Key, route: Route, build: impl Fn(u32)
 /// buffer `(address, length)`) as rdma-core's `_execute_cmd_write` does:
 /// through ioctl INVOKE_WRITE when the context's `has_ioctl_write` probe said
 /// so, else through `write()` (cmd_fallback.c). Both reach the same handler.
+#[inline]
 pub fn run_write_cmd<P: Copy>(key: Key, command: u32, payload: P, resp: Option<(u64, u16)>) -> Result<()> {
     let route = route::get(key)?;
     if !route.invoke_write() {

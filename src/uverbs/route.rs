@@ -81,11 +81,13 @@ fn unpack(v: u32) -> Route {
 }
 
 /// The cached route, if any (no syscall, no lock).
+#[inline]
 pub fn peek(key: Key) -> Option<Route> {
     table::get(key.ctx).map(unpack)
 }
 
 /// The route for `key`: cached, or discovered now.
+#[inline]
 pub fn get(key: Key) -> Result<Route> {
     match peek(key) {
         Some(r) => Ok(r),
@@ -102,6 +104,8 @@ pub fn latch(key: Key, flag: u8) -> Route {
 /// After a command answered EINVAL with `route`: was the driver_id stale?
 /// `Ok(Some(new))` means yes, retry with `new`; `Ok(None)` means the EINVAL
 /// was the kernel's real answer. `errno` is left as EINVAL either way.
+#[cold]
+#[inline(never)]
 pub fn recheck(key: Key, route: Route) -> Result<Option<Route>> {
     let stale = probe(key.fd, route.driver_id) == Err(libc::EINVAL);
     let out = if stale { discover(key).map(|r| (r.driver_id != route.driver_id).then_some(r)) } else { Ok(None) };
@@ -124,6 +128,8 @@ fn probe(fd: c_int, driver_id: u32) -> core::result::Result<(), c_int> {
 /// Finds the driver_id and the routes, stores them, and leaves `errno` as it
 /// was (the probes are rsverbs' own, not the caller's). Errors such as EBADF
 /// (closed fd) are returned with `errno` set, as the caller's syscall would.
+#[cold]
+#[inline(never)]
 fn discover(key: Key) -> Result<Route> {
     let saved = errno();
     let hint = LAST_DRIVER_ID.load(Relaxed);

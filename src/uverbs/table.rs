@@ -29,7 +29,8 @@ fn probe(key: usize) -> impl Iterator<Item = usize> {
     (0..MAX_PROBE).map(move |i| (s + i) % CAP)
 }
 
-/// The value stored for `key` (non-zero), if any.
+/// The value stored for `key`, if any.
+#[inline]
 pub fn get(key: usize) -> Option<u32> {
     for i in probe(key) {
         match KEYS[i].load(Acquire) {
