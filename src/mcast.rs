@@ -7,7 +7,8 @@
 use crate::abi::{ibv_gid, ibv_qp};
 use crate::env;
 use crate::error::{Error, Result};
-use crate::uverbs::{self, route::Key, write};
+use crate::uverbs::{self, ioctl, ioctl_checked, route, route::Key, write};
+use core::mem::size_of;
 
 /// Which of the two commands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,7 +39,14 @@ pub unsafe fn run(op: Op, qp: *const ibv_qp, gid: *const ibv_gid, lid: u16) -> R
         Op::Detach => write::CMD_DETACH_MCAST,
     };
     let key = Key { ctx: ctx as usize, fd };
-    let result = uverbs::run_write_cmd(key, command, write::mcast_req(raw, handle, lid), None);
+    let req = write::mcast_req(raw, handle, lid);
+    // The steady state: a known route, one INVOKE_WRITE ioctl, its answer.
+    let result = match route::peek(key) {
+        Some(route) if route.invoke_write() => ioctl_checked(key, route, |id| {
+            ioctl::invoke_write(id, command, (&req as *const write::McastReq) as u64, size_of::<write::McastReq>() as u16)
+        }),
+        _ => uverbs::run_write_cmd(key, command, req, None),
+    };
     match result {
         // cmd_write.h `verbs_is_destroy_err`: detach after device loss counts
         // as done when the user allowed it; errno stays EIO.
