@@ -4,7 +4,7 @@
 use crate::abi::{ibv_context, ibv_gid_entry};
 use crate::error::{Error, Result};
 use crate::sysfs;
-use crate::uverbs::{exec, ioctl, ioctl_checked, route};
+use crate::uverbs::{after_einval, exec, ioctl, ioctl_checked, route};
 use route::Key;
 
 /// # Safety
@@ -62,10 +62,7 @@ unsafe fn slow(
     let too_big = entry_size > MAX_ATTR_LEN;
     let build = |id| ioctl::query_gid_entry(id, port_num, gid_index, flags, entry as u64, entry_size as u16);
     let result = match first {
-        Some((route, e)) if e.code == libc::EINVAL => match route::recheck(key, route)? {
-            Some(fresh) => exec::ioctl(key.fd, &mut build(fresh.driver_id)),
-            None => Err(e),
-        },
+        Some((route, e)) if e.code == libc::EINVAL => after_einval(key, route, e, &build),
         Some((_, e)) => Err(e),
         None => {
             let route = match route::get(key) {

@@ -6,7 +6,6 @@
 use super::ioctl::{Cmd, RDMA_VERBS_IOCTL};
 use super::write::WriteCmd;
 use crate::error::{Error, Result, last_os_error};
-
 use core::ffi::c_int;
 
 /// `ioctl(fd, RDMA_VERBS_IOCTL, cmd)`. The kernel writes attribute flags back

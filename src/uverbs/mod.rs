@@ -25,9 +25,11 @@ pub fn ioctl_checked<const N: usize>(key: Key, route: Route, build: impl Fn(u32)
     }
 }
 
+/// The EINVAL half of [`ioctl_checked`], for callers that sent the first
+/// command themselves: re-check the driver_id and resend if it was stale.
 #[cold]
 #[inline(never)]
-fn after_einval<const N: usize>(key: Key, route: Route, e: Error, build: &dyn Fn(u32) -> Cmd<N>) -> Result<()> {
+pub fn after_einval<const N: usize>(key: Key, route: Route, e: Error, build: &dyn Fn(u32) -> Cmd<N>) -> Result<()> {
     match route::recheck(key, route)? {
         Some(fresh) => exec::ioctl(key.fd, &mut build(fresh.driver_id)),
         None => Err(e),
