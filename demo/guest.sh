@@ -19,24 +19,8 @@ say() { printf '\n== %s\n' "$*"; }
 bad() { echo "demo: FAILED: $*"; failed=1; }
 
 # ---- uretprobes: every call of the three verbs, in either library ---------
-declare -A OFF # SYMBOL@@VERSION -> file offset (what a uprobe takes), for one library
-offsets() {
-	local -a load=()
-	local a b c f g h va seg
-	OFF=()
-	while read -r a b c _ _ f g h; do
-		if [ "$a" = LOAD ]; then
-			load+=("$b $c $f")
-		elif [ "$g" != UND ]; then
-			va=$((16#$b))
-			for seg in "${load[@]}"; do
-				set -- $seg
-				((va >= $2 && va < $2 + $3)) && printf -v "OFF[$h]" '0x%x' $((va - $2 + $1))
-			done
-		fi
-	done < <(readelf -W -l --dyn-syms "$1" |
-		awk '$1 == "LOAD" || $8 ~ /^(ibv_attach_mcast|ibv_detach_mcast|_ibv_query_gid_ex)@@IBVERBS_/')
-}
+# offsets LIB: the file offsets of the three verbs in LIB, in OFF[].
+source "$(dirname "$0")/../ctest/vm/uprobe_offsets.bash"
 probes=0
 if mount -t tracefs nodev $TR 2>/dev/null || [ -w $TR/uprobe_events ]; then
 	probes=1
