@@ -1,11 +1,15 @@
 #!/bin/bash
 # rsverbs test bed: boot Debian's stock kernel under qemu (TCG) with two
 # Soft-RoCE devices (rxe0 on lo, rxe1 on dummy0) and run one command inside.
-# The guest sees the host root read-only over 9p, so host binaries, libraries
-# and the repository are at the same paths.  See testbed/README.md.
+# The guest sees the host root (or a debootstrapped userland) read-only over
+# 9p, with the repository at its host path.  See testbed/README.md.
 #
 #   testbed/vm.sh prepare
+#   testbed/vm.sh root
 #   testbed/vm.sh run [--timeout SECS] [--out HOSTDIR] [--mem MB] -- CMD [ARGS...]
+#
+# RSVERBS_KERNEL=bullseye|bookworm|bookworm-backports|trixie|sid and
+# RSVERBS_USERLAND=bullseye|bookworm|trixie|sid (default bookworm: the host).
 set -euo pipefail
 
 TESTBED=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -16,6 +20,36 @@ PACKAGES=(qemu-system-x86 busybox-static cpio kmod xz-utils iproute2 rdma-core
 # Loaded by the initramfs itself; everything else is modprobed after the
 # host root (with kmod) is mounted.  virtio_pci is a module in Debian's 6.1.
 INITRD_MODULES=(virtio_pci 9pnet_virtio 9p)
+# Loaded by guest/stage2.sh (busybox insmod, in this order, computed here):
+# crc32_generic: rdma_rxe of 6.1 needs the crypto "crc32" but modules.dep
+# does not say so (without it `rdma link add` fails with ENOENT); kernels
+# from 6.13 on have no crc32_generic (crc32 is a library there).  rdma_ucm
+# pulls in rdma_cm/ib_cm/iw_cm/configfs for librdmacm users (mckey, rping).
+STAGE2_MODULES=(crc32_generic rdma_rxe rdma_ucm dummy)
+
+KSUITE=${RSVERBS_KERNEL:-bookworm}
+USUITE=${RSVERBS_USERLAND:-bookworm}
+case $KSUITE in bullseye | bookworm | bookworm-backports | trixie | sid) ;; *)
+	printf 'testbed: RSVERBS_KERNEL=%s: not one of bullseye bookworm bookworm-backports trixie sid\n' "$KSUITE" >&2
+	exit 2
+	;;
+esac
+case $USUITE in bullseye | bookworm | trixie | sid) ;; *)
+	printf 'testbed: RSVERBS_USERLAND=%s: not one of bullseye bookworm trixie sid\n' "$USUITE" >&2
+	exit 2
+	;;
+esac
+# The userland's packages (debootstrap --include, on top of minbase): what
+# guest/stage2.sh, testbed/smoke.sh and every ctest/vm suite run, and what
+# ctest/build.sh compiles the test programs with.
+USERLAND_PACKAGES=(bash coreutils util-linux iproute2 kmod procps gawk sed grep
+	ibverbs-providers ibverbs-utils rdmacm-utils perftest
+	gcc libc6-dev binutils make pkg-config libibverbs-dev librdmacm-dev libseccomp-dev
+	strace valgrind)
+USERLAND_RECIPE=1 # bump when the way a userland is built changes
+
+# shellcheck source=testbed/apt.sh
+. "$TESTBED/apt.sh"
 
 log() { printf 'testbed: %s\n' "$*" >&2; }
 note() { if [[ $VERBOSE_PREPARE == 1 ]]; then log "$@"; fi; }
@@ -32,6 +66,7 @@ apt_update() { as_root apt-get update -qq >&2; }
 
 ensure_packages() {
 	local p missing=()
+	if [[ $USUITE != bookworm ]]; then PACKAGES+=(debootstrap); fi
 	for p in "${PACKAGES[@]}"; do
 		dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null | grep -q '^ii' ||
 			missing+=("$p")
@@ -47,13 +82,22 @@ ensure_packages() {
 }
 
 # Sets KPKG/KPKGVER: the image package that linux-image-amd64 depends on,
-# e.g. "Depends: linux-image-6.1.0-56-amd64 (= 6.1.192-2)".  apt-cache costs
+# e.g. "Depends: linux-image-6.1.0-56-amd64 (= 6.1.192-2)", and KPKGS: that
+# package and what it depends on of the same version ("PKG=VERSION": sid's
+# image only names linux-binary-* and linux-modules-*).  apt-cache costs
 # ~0.5 s a call when apt keeps no binary cache, so the answer is remembered
 # until the package lists change (apt-get update renames files in lists/).
+# The bookworm kernel comes from the host's apt, the others from the private
+# configuration of testbed/apt.sh.
 find_kernel_pkg() {
 	local i dep="" stamp memo=$CACHE/kernel-pkg
+	if [[ $KSUITE != bookworm ]]; then
+		find_kernel_pkg_private
+		return
+	fi
 	stamp=$(stat -c %Y /var/lib/apt/lists 2>/dev/null || echo none)
 	if [[ -f $memo ]] && read -r i KPKG KPKGVER <"$memo" && [[ $i == "$stamp" ]]; then
+		KPKGS=("$KPKG=$KPKGVER")
 		return
 	fi
 	for i in 1 2; do
@@ -64,22 +108,56 @@ find_kernel_pkg() {
 	done
 	[[ -n $dep ]] || die "apt-cache does not know linux-image-amd64"
 	read -r KPKG KPKGVER <<<"$dep"
+	KPKGS=("$KPKG=$KPKGVER")
 	stamp=$(stat -c %Y /var/lib/apt/lists 2>/dev/null || echo none)
 	echo "$stamp $KPKG $KPKGVER" >"$memo"
 }
 
-# Sets KDIR (unpacked .deb with modules.dep), KVER and KERNEL.
-fetch_kernel() {
-	local deb=$CACHE/debs/${KPKG}_${KPKGVER//:/%3a}_amd64.deb tmp
-	if [[ -f $deb ]]; then
-		note "kernel: $(basename "$deb") already downloaded"
-	else
-		log "kernel: downloading $KPKG=$KPKGVER"
-		mkdir -p "$CACHE/debs"
-		# Sandbox user root: apt's _apt user may not be able to write $CACHE.
-		dl() { (cd "$CACHE/debs" && apt-get download -q -o APT::Sandbox::User=root "$KPKG=$KPKGVER" >&2); }
-		dl || { apt_update && dl; } || die "cannot download $KPKG=$KPKGVER"
+find_kernel_pkg_private() {
+	local stamp memo=$CACHE/kernel-pkg.$KSUITE line p v
+	apt_private_setup
+	apt_private_update
+	stamp=$(stat -c %Y "$APT_DIR/state/lists")
+	if [[ -f $memo ]] && read -r line <"$memo" && [[ $line == "$stamp "* ]]; then
+		read -r _ KPKG KPKGVER <<<"$line"
+		read -ra KPKGS <<<"${line#"$stamp $KPKG $KPKGVER"}"
+		return
 	fi
+	KPKGS=()
+	while read -r p v; do KPKGS+=("$p=$v"); done < <(apt_kernel_pkgs "$KSUITE")
+	((${#KPKGS[@]})) || die "no kernel found for $KSUITE"
+	KPKG=${KPKGS[0]%%=*} KPKGVER=${KPKGS[0]#*=}
+	echo "$stamp $KPKG $KPKGVER ${KPKGS[*]}" >"$memo"
+}
+
+# Sets KDIR (the unpacked .debs with modules.dep), KVER and KERNEL.
+# Packaging differs by release: up to bookworm the image package holds
+# /boot/vmlinuz-KVER and /lib/modules/KVER/*.ko; from trixie (and 6.12 in
+# bookworm-backports) the modules are /usr/lib/modules/KVER/*.ko.xz; in sid
+# linux-image-KVER is empty and depends on linux-binary-KVER
+# (/usr/lib/modules/KVER/vmlinuz) and linux-modules-KVER.  The unpacked tree
+# is normalised to lib/modules/KVER with plain .ko files, so that host
+# depmod/modprobe and busybox insmod in the guest handle every kernel.
+fetch_kernel() {
+	local pv pkg ver deb tmp vmlinuz debs=()
+	mkdir -p "$CACHE/debs"
+	for pv in "${KPKGS[@]}"; do
+		pkg=${pv%%=*} ver=${pv#*=}
+		deb=$CACHE/debs/${pkg}_${ver//:/%3a}_amd64.deb
+		debs+=("$deb")
+		if [[ -f $deb ]]; then
+			note "kernel: $(basename "$deb") already downloaded"
+			continue
+		fi
+		log "kernel: downloading $pkg=$ver${APT_CONFIG:+ ($KSUITE, private apt configuration)}"
+		# Sandbox user root: apt's _apt user may not be able to write $CACHE.
+		dl() { (cd "$CACHE/debs" && apt-get download -q -o APT::Sandbox::User=root "$1" >&2); }
+		if [[ $KSUITE == bookworm ]]; then
+			dl "$pv" || { apt_update && dl "$pv"; } || die "cannot download $pv"
+		else
+			dl "$pv" || { apt_private_update force && dl "$pv"; } || die "cannot download $pv"
+		fi
+	done
 	KDIR=$CACHE/kernel/${KPKG}_$KPKGVER
 	if [[ -d $KDIR ]]; then
 		note "kernel: unpacked in $KDIR"
@@ -88,36 +166,70 @@ fetch_kernel() {
 		tmp=$KDIR.tmp.$$
 		rm -rf "$tmp"
 		mkdir -p "$tmp"
-		dpkg-deb -x "$deb" "$tmp"
-		# The .deb ships no modules.dep (postinst normally runs depmod).
+		for deb in "${debs[@]}"; do dpkg-deb -x "$deb" "$tmp"; done
+		if [[ ! -d $tmp/lib/modules && -d $tmp/usr/lib/modules ]]; then
+			if [[ -d $tmp/lib ]]; then
+				ln -s ../usr/lib/modules "$tmp/lib/modules"
+			else
+				ln -s usr/lib "$tmp/lib"
+			fi
+		fi
 		KVER=$(ls "$tmp/lib/modules")
+		# Compressed modules: decompressed here, once, so that neither the
+		# initramfs' busybox nor an old userland's kmod need xz/zstd support.
+		find "$tmp/lib/modules/$KVER/" -name '*.ko.xz' -print0 | xargs -0 -r -n 64 -P "$(nproc)" xz -d
+		find "$tmp/lib/modules/$KVER/" -name '*.ko.zst' -print0 |
+			xargs -0 -r -n 64 -P "$(nproc)" zstd -q -d --rm
+		# The .deb ships no modules.dep (postinst normally runs depmod).
 		depmod -b "$tmp" "$KVER"
-		extract_vmlinux "$tmp/boot/vmlinuz-$KVER" "$tmp/boot/vmlinux-$KVER"
+		vmlinuz=$tmp/boot/vmlinuz-$KVER
+		[[ -f $vmlinuz ]] || vmlinuz=$tmp/lib/modules/$KVER/vmlinuz
+		[[ -f $vmlinuz ]] || die "no vmlinuz in ${KPKGS[*]}"
+		mkdir -p "$tmp/boot"
+		extract_vmlinux "$vmlinuz" "$tmp/boot/vmlinux-$KVER"
 		mv "$tmp" "$KDIR" # atomic: a present $KDIR is always complete
 	fi
 	KVER=$(ls "$KDIR/lib/modules")
 	KERNEL=$KDIR/boot/vmlinux-$KVER
 	[[ -s $KERNEL ]] || KERNEL=$KDIR/boot/vmlinuz-$KVER
+	[[ -s $KERNEL ]] || KERNEL=$KDIR/lib/modules/$KVER/vmlinuz
 }
 
-# Decompress the bzImage's xz payload into the plain ELF vmlinux.  qemu boots
-# that directly through its PVH entry point, which skips ~3 s of in-guest xz
-# decompression under TCG.  On failure the bzImage is booted instead.
+# Decompress the bzImage's payload into the plain ELF vmlinux.  qemu boots
+# that directly through its PVH entry point, which skips ~3 s of in-guest
+# decompression under TCG.  The payload is located by the boot protocol's
+# header (setup_sects at 0x1f1, payload_offset/length at 0x248/0x24c):
+# xz up to 6.x, zstd in Debian's 7.x.  On failure the bzImage is booted.
 extract_vmlinux() { # BZIMAGE OUT
-	local off
-	off=$(LC_ALL=C grep -m1 -obUaP '\xfd7zXZ\x00' "$1" | cut -d: -f1)
-	# xz stops at the end of the stream, so tail may die of SIGPIPE: ignore.
-	if [[ -n $off ]] && { tail -c +$((off + 1)) "$1" || true; } |
-		xz -dc --single-stream >"$2" 2>/dev/null &&
-		LC_ALL=C grep -qa 'Linux version' "$2"; then
+	local sects poff plen magic dec
+	read -r sects < <(od -An -tu1 -j $((0x1f1)) -N1 "$1")
+	read -r poff plen < <(od -An -tu4 -j $((0x248)) -N8 "$1")
+	((sects)) || sects=4
+	magic=$({ tail -c +$(((sects + 1) * 512 + poff + 1)) "$1" || true; } | head -c 4 | od -An -tx1 | tr -d ' \n')
+	case $magic in
+	fd377a58) dec=(xz -dc) ;;
+	28b52ffd) dec=(zstd -dcq) ;;
+	1f8b*) dec=(gzip -dc) ;;
+	*) dec=() ;;
+	esac
+	# The payload ends with its decompressed size (4 bytes), which the
+	# decompressors call trailing garbage: their status is ignored, the
+	# result is checked instead.
+	if ((${#dec[@]})); then
+		{ tail -c +$(((sects + 1) * 512 + poff + 1)) "$1" || true; } | head -c "$plen" | "${dec[@]}" >"$2" 2>/dev/null || true
+	fi
+	if [[ -s $2 ]] && LC_ALL=C grep -qa 'Linux version' "$2" &&
+		# qemu boots an ELF only through its PVH note (Xen type 0x12).
+		readelf -n "$2" 2>/dev/null | grep -q '^ *Xen .*(0x00000012)'; then
 		return
 	fi
-	log "kernel: cannot extract vmlinux, will boot the (slower) bzImage"
+	log "kernel: cannot extract vmlinux (payload magic ${magic:-?}), will boot the (slower) bzImage"
 	rm -f "$2"
 }
 
-# Sets INITRD: busybox + virtio/9p modules + guest/init + guest/stage2.sh,
-# keyed by kernel and busybox versions and a hash of the test-bed scripts.
+# Sets INITRD: busybox + virtio/9p modules + guest/init + guest/stage2.sh +
+# the insmod order of STAGE2_MODULES (paths in the kernel tree), keyed by
+# kernel and busybox versions and a hash of the test-bed scripts.
 build_initrd() {
 	local bbver hash key tmp m ko
 	bbver=$(dpkg-query -W -f='${Version}' busybox-static)
@@ -141,6 +253,22 @@ build_initrd() {
 		cp "$ko" "$tmp/lib/modules/"
 		basename "$ko" >>"$tmp/etc/rsverbs-modules"
 	done
+	# Stage 2's modules, relative to the kernel tree (the guest's
+	# /run/rsverbs/kroot); a module this kernel lacks is skipped.
+	: >"$tmp/etc/rsverbs-stage2-modules"
+	for m in "${STAGE2_MODULES[@]}"; do
+		if ! modprobe -d "$KDIR" -S "$KVER" --show-depends "$m" >/dev/null 2>&1; then
+			note "initramfs: $KVER has no module $m"
+			continue
+		fi
+		modprobe -d "$KDIR" -S "$KVER" --show-depends "$m" |
+			awk '$1 == "insmod" { print $2 }'
+	done | awk '!seen[$0]++' | while read -r ko; do
+		ko=$(realpath -s --relative-to="$KDIR" "$ko")
+		[[ $ko != ../* ]] || die "module $ko outside $KDIR"
+		grep -qxF "$(basename "$ko")" "$tmp/etc/rsverbs-modules" 2>/dev/null ||
+			echo "$ko" >>"$tmp/etc/rsverbs-stage2-modules"
+	done
 	mkdir -p "$CACHE/initramfs"
 	# Drop images of other script versions, but not fresh ones: another
 	# checkout may be booting one right now.
@@ -153,6 +281,65 @@ build_initrd() {
 	rm -rf "$tmp"
 }
 
+# Sets UROOT: the guest's root file system.  "/" (the host) for the bookworm
+# userland; else a debootstrapped minbase root of USUITE with
+# USERLAND_PACKAGES, in $CACHE/userland/SUITE-KEY, where KEY hashes the
+# package list, the recipe version and the versions the private lists give
+# for those packages (so a new gcc, rdma-core, ... in the suite means a new
+# root).  The key is remembered until the private lists change.
+prepare_userland() {
+	UROOT=/
+	[[ $USUITE != bookworm ]] || return 0
+	apt_private_setup
+	apt_private_update
+	local stamp memo=$CACHE/userland/$USUITE.key key="" line vers dir tmp t0
+	mkdir -p "$CACHE/userland"
+	stamp=$(stat -c %Y "$APT_DIR/state/lists")
+	if [[ -f $memo ]] && read -r line <"$memo" && [[ ${line%% *} == "$stamp" ]]; then
+		key=${line#* }
+	fi
+	if [[ -z $key ]]; then
+		# One madison call for all packages: name and version, this suite only.
+		vers=$(apt-cache madison "${USERLAND_PACKAGES[@]}" 2>/dev/null |
+			awk -F' *[|] *' -v s="$USUITE" '{ sub(/^ */, "", $1); split($3, a, " ") }
+				a[2] == s "/main" { print $1, $2 }' | LC_ALL=C sort -u)
+		[[ -n $vers ]] || die "the private lists know no package of $USUITE"
+		key=$(printf '%s\n' "$USERLAND_RECIPE" "${USERLAND_PACKAGES[*]}" "$APT_MIRROR" "$vers" |
+			sha256sum | cut -c1-16)
+		echo "$stamp $key" >"$memo"
+	fi
+	dir=$CACHE/userland/$USUITE-$key
+	UROOT=$dir/root
+	if [[ -d $UROOT ]]; then
+		note "userland: $USUITE in $UROOT"
+		return 0
+	fi
+	log "userland: debootstrap $USUITE into $dir (about a minute)"
+	t0=$SECONDS
+	tmp=$dir.tmp.$$
+	rm -rf "$tmp"
+	mkdir -p "$tmp" "$CACHE/userland/debs"
+	# --cache-dir keeps the .debs, so a rebuild downloads only what changed.
+	if ! as_root debootstrap --variant=minbase --arch=amd64 \
+		--include="$(IFS=,; echo "${USERLAND_PACKAGES[*]}")" \
+		--keyring="$APT_KEYRING" --cache-dir="$CACHE/userland/debs" \
+		"$USUITE" "$tmp/root" "$APT_MIRROR" >"$tmp/debootstrap.log" 2>&1; then
+		tail -n 30 "$tmp/debootstrap.log" >&2
+		die "debootstrap $USUITE failed (log: $tmp/debootstrap.log)"
+	fi
+	# shellcheck disable=SC2016 # dpkg-query's format, not the shell's
+	as_root chroot "$tmp/root" dpkg-query -W -f='${Package} ${Version}\n' >"$tmp/packages"
+	as_root rm -rf "$tmp/root/var/cache/apt/archives/"*.deb
+	printf 'suite %s\nmirror %s\nkey %s\nbuilt %s in %s s\n' "$USUITE" "$APT_MIRROR" "$key" \
+		"$(date -u +%FT%TZ)" $((SECONDS - t0)) >"$tmp/info"
+	mv "$tmp" "$dir"
+	log "userland: $USUITE ready in $((SECONDS - t0)) s ($(du -sm "$dir" | cut -f1) MB)"
+	# Older roots of this suite, built over a day ago (not fresh ones:
+	# another checkout may be booting one).
+	find "$CACHE/userland" -mindepth 1 -maxdepth 1 -name "$USUITE-*" ! -name "$USUITE-$key" \
+		-mtime +0 -exec rm -rf {} + 2>/dev/null || true
+}
+
 prepare() {
 	mkdir -p "$CACHE"
 	exec 9>"$CACHE/.lock" # concurrent runs (make -j) must not race
@@ -161,8 +348,9 @@ prepare() {
 	find_kernel_pkg
 	fetch_kernel
 	build_initrd
+	prepare_userland
 	exec 9>&-
-	note "ready: kernel $KVER ($KPKGVER), initramfs $INITRD"
+	note "ready: kernel $KVER ($KPKGVER, $KSUITE), initramfs $INITRD, userland $USUITE ($UROOT)"
 }
 
 # qemu -virtfs path, with option-list commas escaped.
@@ -203,12 +391,22 @@ run() {
 	nonce=$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
 	cwd=$(pwd -P)
 	{
-		printf 'RSV_NONCE=%q\nRSV_CWD=%q\nRSV_CMD=(' "$nonce" "$cwd"
+		printf 'RSV_NONCE=%q\nRSV_CWD=%q\nRSV_KERNEL=%q\nRSV_USERLAND=%q\nRSV_CMD=(' \
+			"$nonce" "$cwd" "$KSUITE" "$USUITE"
 		printf ' %q' "$@"
 		printf ' )\n'
 	} >"$job/job.sh"
 	# Host paths the guest must see even if under its tmpfs /tmp, /run, ...
+	# (or, with a userland root, anywhere): bound from the host root.
 	printf '%s\n' "$cwd" "$(dirname "$TESTBED")" >"$job/expose"
+	# Guest directories also bound at their host paths: /out (read-write)
+	# and the job.
+	printf '%s %s\n' /out "$out" /run/rsverbs/job "$job" >"$job/binds"
+	local rootshare=()
+	if [[ $UROOT != / ]]; then
+		touch "$job/userland"
+		rootshare=(-virtfs "$(virtfs "$UROOT" rsvuser ,readonly=on,multidevs=remap)")
+	fi
 
 	smp=$(nproc)
 	if ((smp > 4)); then smp=4; fi
@@ -221,7 +419,7 @@ run() {
 		-nodefaults -no-user-config -display none -no-reboot -nic none
 		-serial stdio -kernel "$KERNEL" -initrd "$INITRD"
 		-append "console=ttyS0 panic=-1 quiet rdinit=/init ${RSVERBS_KERNEL_ARGS:-}"
-		-virtfs "$(virtfs / hostroot ,readonly=on,multidevs=remap)"
+		-virtfs "$(virtfs / hostroot ,readonly=on,multidevs=remap)" "${rootshare[@]}"
 		-virtfs "$(virtfs "$KDIR" rsvkroot ,readonly=on)"
 		-virtfs "$(virtfs "$job" rsvjob ,readonly=on)"
 		-virtfs "$(virtfs "$out" rsvout "")")
@@ -282,6 +480,10 @@ case ${1:-} in
 prepare)
 	VERBOSE_PREPARE=1
 	prepare
+	;;
+root) # the guest's root for RSVERBS_USERLAND (prepared): / or a userland
+	prepare
+	echo "$UROOT"
 	;;
 run)
 	shift

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Stage 2 of the rsverbs test-bed guest: PID 1 after switch_root, running the
-# host's own bash from the read-only host root.  Loads the RDMA modules, sets
+# root's own bash (the host's, or the userland's) read-only over 9p.  Loads
+# the RDMA modules, sets
 # up the two Soft-RoCE devices, runs the job's command and reports its status
 # on the console as "RSVERBS_TESTBED_EXIT=<n> <nonce>" for vm.sh to parse.
 #
@@ -10,6 +11,7 @@ set -uo pipefail
 RSV=/run/rsverbs
 KROOT=$RSV/kroot # unpacked kernel .deb with modules.dep (from vm.sh prepare)
 BB=$RSV/busybox
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 exec </dev/null
 
 say() { echo "testbed-guest: $*"; }
@@ -23,28 +25,34 @@ die() {
 	halt
 }
 
-# shellcheck source=/dev/null # written by vm.sh: RSV_NONCE RSV_CWD RSV_CMD
+# shellcheck source=/dev/null # written by vm.sh: RSV_NONCE RSV_CWD RSV_CMD RSV_KERNEL RSV_USERLAND
 . $RSV/job/job.sh || die "cannot read job"
 
-# The host has no /lib/modules for this kernel, so point both the kernel's
-# module autoloader and our own modprobe calls at the cached module tree.
+# The root has no /lib/modules for this kernel, so point both the kernel's
+# module autoloader and our own modprobe calls at the cached module tree
+# (modules decompressed and depmod'ed on the host, so any kmod reads it).
 printf '#!/bin/sh\nexec /sbin/modprobe -d %s "$@"\n' "$KROOT" >$RSV/modprobe
 chmod +x $RSV/modprobe
 echo $RSV/modprobe >/proc/sys/kernel/modprobe
 echo rsverbs-guest >/proc/sys/kernel/hostname
 
-# crc32_generic: rdma_rxe needs the crypto "crc32" but modules.dep does not
-# say so; without it `rdma link add` fails with ENOENT.  rdma_ucm pulls in
-# rdma_cm/ib_cm/iw_cm/configfs for librdmacm users (mckey, rping).
-$RSV/modprobe -a crc32_generic rdma_rxe rdma_ucm dummy || die "modprobe failed"
+# crc32_generic (where the kernel has it), rdma_rxe, rdma_ucm, dummy and
+# their dependencies, in the insmod order vm.sh computed on the host with
+# modprobe --show-depends: busybox insmod, whatever the root's kmod.
+while read -r ko; do
+	m=${ko##*/}
+	m=${m%.ko}
+	[ -d "/sys/module/${m//-/_}" ] && continue # built in, or autoloaded
+	$BB insmod "$KROOT/$ko" || die "insmod $ko failed"
+done <$RSV/rsverbs-stage2-modules
 
-/usr/bin/ip link set lo up
-/usr/bin/ip link add dummy0 type dummy
-/usr/bin/ip link set dummy0 up
-/usr/bin/ip addr add 192.0.2.1/24 dev dummy0
-/usr/bin/ip -6 addr add 2001:db8::1/64 dev dummy0 nodad
-/usr/bin/rdma link add rxe0 type rxe netdev lo || die "rdma link add rxe0"
-/usr/bin/rdma link add rxe1 type rxe netdev dummy0 || die "rdma link add rxe1"
+ip link set lo up
+ip link add dummy0 type dummy
+ip link set dummy0 up
+ip addr add 192.0.2.1/24 dev dummy0
+ip -6 addr add 2001:db8::1/64 dev dummy0 nodad
+rdma link add rxe0 type rxe netdev lo || die "rdma link add rxe0"
+rdma link add rxe1 type rxe netdev dummy0 || die "rdma link add rxe1"
 
 # has_gid DEV GID: GID among the first 8 table entries.  Reads with the read
 # builtin: forking cat for each of the 1024 sysfs entries is slow under TCG.
@@ -72,7 +80,8 @@ cd "$RSV_CWD" || die "cwd $RSV_CWD not visible in the guest"
 echo "RSVERBS_TESTBED_START $RSV_NONCE"
 env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
 	HOME=/tmp USER=root LOGNAME=root SHELL=/bin/bash TERM=dumb LANG=C.UTF-8 \
-	RSVERBS_GUEST=1 RSVERBS_OUT=/out "${RSV_CMD[@]}"
+	RSVERBS_GUEST=1 RSVERBS_OUT=/out RSVERBS_KERNEL="$RSV_KERNEL" RSVERBS_USERLAND="$RSV_USERLAND" \
+	"${RSV_CMD[@]}"
 status=$?
 echo "RSVERBS_TESTBED_EXIT=$status $RSV_NONCE"
 sync
