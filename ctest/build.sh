@@ -1,21 +1,92 @@
 #!/usr/bin/env bash
-# Builds every guest test program ctest/vm/NAME.c twice, into ctest/out/bin:
+# Builds every guest test program ctest/vm/NAME.c twice:
 #   NAME      linked against rdma-core only (the reference; preload target)
 #   NAME.rsv  relinked with $(pkg-config --libs rsverbs), rsverbs first
+# into ctest/out/bin, with the host's compiler and rdma-core (the bookworm
+# userland, the default).  With RSVERBS_USERLAND=bullseye|trixie|sid they are
+# compiled in and for that userland (testbed/vm.sh root), with its gcc and
+# rdma-core, by chroot into its root, into ctest/out/USERLAND/bin.  Either
+# way NAME.rsv finds librsverbs.so.1 through its rpath, the repository's
+# build/ (the same file for every userland).
+# shellcheck disable=SC2012 # ls -t: our own file names
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${RSVERBS_BUILD:-$PWD/build}
-out=ctest/out/bin
-mkdir -p "$out"
-export PKG_CONFIG_PATH=$B/pkgconfig
+U=${RSVERBS_USERLAND:-bookworm}
 CFLAGS=(-O2 -g -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -Iinclude)
 LIBS=(-lrdmacm -ldl -lpthread -lm)
+
+if [ "$U" = bookworm ]; then
+  out=ctest/out/bin
+  mkdir -p "$out"
+  export PKG_CONFIG_PATH=$B/pkgconfig
+  for src in ctest/vm/*.c; do
+    name=$(basename "$src" .c)
+    newest=$(ls -t "$src" ctest/vm/*.h 2>/dev/null | head -1)
+    [ "$out/$name" -nt "$newest" ] && [ "$out/$name.rsv" -nt "$B/librsverbs.so.1" ] && continue
+    cc "${CFLAGS[@]}" -o "$out/$name" "$src" -libverbs "${LIBS[@]}"
+    # shellcheck disable=SC2046
+    cc "${CFLAGS[@]}" -o "$out/$name.rsv" "$src" $(pkg-config --cflags --libs rsverbs) -Wl,-rpath,"$B" "${LIBS[@]}"
+  done
+  echo "build: $(find "$out" -type f | wc -l) test binaries in $out"
+  exit 0
+fi
+
+# ---- another userland: compile inside its root ----------------------------
+out=ctest/out/$U/bin
+root=$(testbed/vm.sh root)
+[ -x "$root/usr/bin/gcc" ] || { echo "build: no gcc in the $U userland $root" >&2; exit 1; }
+mkdir -p "$out"
+# Up to date: every binary newer than the sources and the library, built in
+# this very root (a new root of the suite means new compilers and headers).
+stamp=$out/.root
+fresh=1
+[ "$(cat "$stamp" 2>/dev/null)" = "$root" ] || fresh=0
 for src in ctest/vm/*.c; do
   name=$(basename "$src" .c)
-  newest=$(ls -t "$src" ctest/vm/*.h 2>/dev/null | head -1)
-  [ "$out/$name" -nt "$newest" ] && [ "$out/$name.rsv" -nt "$B/librsverbs.so.1" ] && continue
-  cc "${CFLAGS[@]}" -o "$out/$name" "$src" -libverbs "${LIBS[@]}"
-  # shellcheck disable=SC2046
-  cc "${CFLAGS[@]}" -o "$out/$name.rsv" "$src" $(pkg-config --cflags --libs rsverbs) -Wl,-rpath,"$B" "${LIBS[@]}"
+  newest=$(ls -t "$src" ctest/vm/*.h include/rsverbs.h 2>/dev/null | head -1)
+  { [ "$out/$name" -nt "$newest" ] && [ "$out/$name.rsv" -nt "$B/librsverbs.so.1" ]; } || fresh=0
 done
-echo "build: $(find "$out" -type f | wc -l) test binaries in $out"
+if [ $fresh = 1 ]; then
+  echo "build: $(find "$out" -type f ! -name .root | wc -l) test binaries in $out (up to date, $U)"
+  exit 0
+fi
+
+# A scratch directory inside the root (its /tmp, which the guest never sees:
+# it mounts a tmpfs there): sources, rsverbs.h, the library and a .pc file.
+rel=/tmp/rsverbs-build.$$
+s=$root$rel
+trap 'rm -rf "$s"' EXIT
+mkdir -p "$s"/{src,include,lib/pkgconfig,bin}
+cp ctest/vm/*.c ctest/vm/*.h "$s/src/"
+cp include/rsverbs.h "$s/include/"
+cp "$B/librsverbs.so.1" "$s/lib/"
+ln -s librsverbs.so.1 "$s/lib/librsverbs.so"
+sed -e "s|@PREFIX@|$rel|" -e "s|@LIBDIR@|$rel/lib|" -e "s|@INCLUDEDIR@|$rel/include|" \
+  -e "s|@VERSION@|$(sed -n 's/^VERSION *:= *//p' Makefile)|" pkgconfig/rsverbs.pc.in > "$s/lib/pkgconfig/rsverbs.pc"
+# shellcheck disable=SC2016 # the script runs in the chroot: its $ are its own
+{
+  echo 'set -u; cd "$(dirname "$0")"; export PKG_CONFIG_PATH=$PWD/lib/pkgconfig; st=0'
+  printf 'CFLAGS=(%s)\nLIBS=(%s)\nRPATH=%q\n' "${CFLAGS[*]}" "${LIBS[*]}" "$B"
+  echo 'for src in src/*.c; do
+    name=$(basename "$src" .c)
+    cc "${CFLAGS[@]}" -Isrc -o "bin/$name" "$src" -libverbs "${LIBS[@]}" || { echo "build: $name: compile failed"; st=1; }
+    cc "${CFLAGS[@]}" -Isrc -o "bin/$name.rsv" "$src" $(pkg-config --cflags --libs rsverbs) -Wl,-rpath,"$RPATH" "${LIBS[@]}" ||
+      { echo "build: $name.rsv: relink against librsverbs failed"; st=1; }
+  done
+  exit $st'
+} > "$s/build.sh"
+rc=0
+chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp LANG=C.UTF-8 \
+  /bin/bash "$rel/build.sh" || rc=$?
+rm -f "$out"/*
+cp -p "$s"/bin/* "$out/" 2>/dev/null || true
+echo "$root" > "$stamp"
+# shellcheck disable=SC2016 # dpkg-query's format
+echo "build: $(find "$out" -type f ! -name .root | wc -l) test binaries in $out" \
+  "(gcc $(chroot "$root" gcc -dumpfullversion), rdma-core $(chroot "$root" dpkg-query -W -f='${Version}' libibverbs-dev), $U)"
+if [ $rc -ne 0 ]; then
+  # Missing programs fail the suites that run them, visibly; the others run.
+  echo "build: WARNING: some $U test programs did not build (see above)" >&2
+fi
+exit 0

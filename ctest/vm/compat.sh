@@ -20,7 +20,7 @@ LAP=$T0
 lap() { echo "compat: $1 took $(($(date +%s) - LAP)) s"; LAP=$(date +%s); }
 W=$(mktemp -d)
 DEV=rxe1 NETDEV=dummy0 ADDR=192.0.2.1 ADDR_GID=0000:0000:0000:0000:0000:ffff:c000:0201
-TO=90 # seconds, for any one program
+TO=${COMPAT_TIMEOUT:-90} # seconds, for any one program (slower kernels need more)
 LIBIBVERBS=$(ldd "$(command -v ib_send_bw)" | awk '$1 == "libibverbs.so.1" { print $3 }')
 
 cleanup() {
@@ -106,7 +106,7 @@ modeenv() {
 fg() {
 	local tag=$1 mode=$2; shift 2
 	modeenv "$mode" "$tag"
-	timeout -k 5 $TO "${ENV[@]}" "$@" > "$W/$tag" 2>&1
+	timeout -k 5 "$TO" "${ENV[@]}" "$@" > "$W/$tag" 2>&1
 	RC=$?
 	[ $RC -eq 124 ] && echo "timed out after $TO s" >> "$W/$tag"
 }
@@ -114,7 +114,7 @@ fg() {
 bg() {
 	local tag=$1 mode=$2; shift 2
 	modeenv "$mode" "$tag"
-	timeout -k 5 $TO "${ENV[@]}" stdbuf -oL -eL "$@" > "$W/$tag" 2>&1 &
+	timeout -k 5 "$TO" "${ENV[@]}" stdbuf -oL -eL "$@" > "$W/$tag" 2>&1 &
 	PID=$!
 }
 # reap PID TAG: waits for a background run; sets RC.

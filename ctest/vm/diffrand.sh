@@ -16,6 +16,7 @@ source "$(dirname "$0")/../lib.sh"
 SEEDS_FILE=$(cd "$(dirname "$0")/.." && pwd)/regress/diffrand.seeds
 IOCTL_OPS=${DIFFRAND_OPS:-15000}            # per seed, ioctl mode
 FALLBACK_OPS=${DIFFRAND_FALLBACK_OPS:-4000} # per seed, each fallback mode (~1 ms an op under TCG)
+TMO=${DIFFRAND_TIMEOUT:-300}                # seconds, for any one run (slower kernels need more)
 W=$(mktemp -d)
 total_ops=0 runs=0 diverged=0
 
@@ -27,7 +28,7 @@ run_seed() {
     else wrap=("$BIN/noioctl" "$mode"); fb=(--fallback); ops=$FALLBACK_OPS; fi
     [ -n "$ops_override" ] && ops=$ops_override
     out=$W/$mode.$seed.out err=$W/$mode.$seed.err rc=0
-    timeout -k 5 300 "${wrap[@]}" "$BIN/diffrand" --lib "$RSVERBS_LIB" "${fb[@]}" --label "$mode" \
+    timeout -k 5 "$TMO" "${wrap[@]}" "$BIN/diffrand" --lib "$RSVERBS_LIB" "${fb[@]}" --label "$mode" \
       --seed "$seed" --ops "$ops" --results "$RESULTS_DIR/$SUITE.results" rxe0 rxe1 > "$out" 2> "$err" || rc=$?
     runs=$((runs + 1))
     grep -v '^served-by' "$out"
@@ -42,7 +43,7 @@ run_seed() {
          suite_failed=1
          echo "diffrand: $mode seed $seed: divergences between rdma-core and rsverbs:" >&2
          head -60 "$err" >&2 ;;
-      124|137) fail "$mode seed $seed: timed out after 300 s"; cat "$err" >&2 ;;
+      124|137) fail "$mode seed $seed: timed out after $TMO s"; cat "$err" >&2 ;;
       *) fail "$mode seed $seed: exit status $rc"; tail -20 "$err" >&2 ;;
     esac
     if grep -q 'QPs could not be destroyed' "$out"; then

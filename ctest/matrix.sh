@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# make matrix: the real-kernel suites in every (userland, kernel) cell, one
+# cell after another (one guest at a time: TCG wants both cores).
+#   RSVERBS_MATRIX_CELLS="bullseye:bullseye sid:sid"   USERLAND:KERNEL cells
+#   RSVERBS_MATRIX_SUITES="conform e2e diffrand compat" the suites
+# A progress line per cell, a results table in ctest/out/matrix/summary.md
+# (each cell's output in ctest/out/matrix/USERLAND-KERNEL/), and the last
+# line "N passed, N failed" over all cells.  Exits 1 if anything failed.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+CELLS=${RSVERBS_MATRIX_CELLS:-bullseye:bullseye bookworm:bookworm bookworm:bookworm-backports trixie:trixie sid:sid sid:bullseye bullseye:sid}
+SUITES=${RSVERBS_MATRIX_SUITES:-conform e2e diffrand compat}
+M=$PWD/ctest/out/matrix
+# diffrand: 3 seeds (ctest/regress/diffrand.seeds and a random one), each on
+# the ioctl route and both fallback routes: 3 x (2500 + 2 x 1000) = 13,500
+# operations compared per cell.
+MIN_DIFFRAND_OPS=10000
+export DIFFRAND_OPS=${DIFFRAND_OPS:-2500} DIFFRAND_FALLBACK_OPS=${DIFFRAND_FALLBACK_OPS:-1000}
+
+# Per kernel: timeouts for one diffrand run, one compat program, the whole
+# boot.  Measured (testbed/README.md): rxe on 7.x under TCG is several times
+# slower than on 6.1.
+knobs() { # KERNEL-SUITE
+  case $1 in
+    sid) DIFFRAND_TIMEOUT=900 COMPAT_TIMEOUT=300 VM_TIMEOUT=4800 ;;
+    *) DIFFRAND_TIMEOUT=300 COMPAT_TIMEOUT=120 VM_TIMEOUT=2400 ;;
+  esac
+}
+
+# Never two guests at once: wait for any running one (make check, another
+# checkout) to finish.
+wait_for_guests() {
+  local said=0
+  while pgrep -f qemu-system >/dev/null; do
+    [ $said = 1 ] || echo "matrix: waiting for a running qemu guest to finish (pgrep -f qemu-system)"
+    said=1
+    sleep 10
+  done
+}
+
+# count DIR SUITE PASS|FAIL
+count() { local c; c=$(grep -c "^$3" "$1/$2.results" 2>/dev/null); echo "${c:-0}"; }
+# failures DIR: every FAIL line of the cell, "FAIL suite: ..."
+failures() {
+  local r
+  for r in "$1"/*.results; do
+    [ -e "$r" ] && sed -n "s/^FAIL /FAIL $(basename "$r" .results): /p" "$r"
+  done
+  cat "$1/matrix-failures" 2>/dev/null
+}
+
+mkdir -p "$M"
+rm -f "$M"/summary.md "$M"/*.row
+total_p=0 total_f=0 n=0 ncells=$(wc -w <<< "$CELLS") T0=$(date +%s)
+echo "matrix: $ncells cells, suites: $SUITES"
+for cell in $CELLS; do
+  n=$((n + 1))
+  u=${cell%%:*} k=${cell#*:}
+  d=$M/$u-$k
+  rm -rf "$d" && mkdir -p "$d"
+  knobs "$k"
+  export RSVERBS_KERNEL=$k RSVERBS_USERLAND=$u
+  t0=$(date +%s)
+  # 1. kernel and userland (download, unpack, debootstrap: cached)
+  prc=0
+  testbed/vm.sh prepare > "$d/prepare.log" 2>&1 || prc=$?
+  t1=$(date +%s)
+  # 2. the test programs, in and for the userland
+  brc=0
+  [ $prc -eq 0 ] && { ctest/build.sh > "$d/build.log" 2>&1 || brc=$?; }
+  t2=$(date +%s)
+  # 3. one boot, the suites
+  rc=0
+  if [ $prc -eq 0 ] && [ $brc -eq 0 ]; then
+    wait_for_guests
+    t2=$(date +%s)
+    RSVERBS_SUITES=$SUITES RSVERBS_VM_OUT=$d RSVERBS_VM_TIMEOUT=$VM_TIMEOUT \
+      DIFFRAND_TIMEOUT=$DIFFRAND_TIMEOUT COMPAT_TIMEOUT=$COMPAT_TIMEOUT \
+      ctest/vm_suite.sh > "$d/console.log" 2>&1 || rc=$?
+  fi
+  t3=$(date +%s)
+
+  p=0 f=0 per="" notes=""
+  for s in $SUITES; do
+    sp=$(count "$d" "$s" PASS) sf=$(count "$d" "$s" FAIL)
+    if [ ! -e "$d/$s.results" ]; then
+      sf=1 notes="$notes $s: no results;"
+      echo "FAIL $s produced no results in this cell" >> "$d/matrix-failures"
+    fi
+    p=$((p + sp)) f=$((f + sf)) per="$per $s $sp/$sf"
+  done
+  if [ $prc -ne 0 ]; then notes="$notes prepare failed ($prc);"; fi
+  if [ $brc -ne 0 ]; then notes="$notes build failed ($brc);"; fi
+  if [ $rc -ne 0 ] && [ $f -eq 0 ]; then
+    f=1 notes="$notes guest suite exited $rc;"
+    echo "FAIL the guest suite exited with status $rc and no FAIL line" >> "$d/matrix-failures"
+  fi
+  ops=$(sed -n 's/^diffrand: \([0-9]*\) ops compared.*/\1/p' "$d/console.log" 2>/dev/null | tail -1)
+  if [[ " $SUITES " == *" diffrand "* ]] && [ "${ops:-0}" -lt $MIN_DIFFRAND_OPS ]; then
+    f=$((f + 1)) notes="$notes diffrand compared ${ops:-0} < $MIN_DIFFRAND_OPS ops;"
+    echo "FAIL diffrand compared only ${ops:-0} operations (< $MIN_DIFFRAND_OPS)" >> "$d/matrix-failures"
+  fi
+  guest=$(sed -n 's/^=== guest: //p' "$d/console.log" 2>/dev/null | head -1)
+  suites_s=$(sed -n 's/^=== suite \([a-z_0-9]*\) done in \([0-9]*\) s$/\2/p' "$d/console.log" 2>/dev/null |
+    awk '{ t += $1 } END { print t + 0 }')
+  run_s=$((t3 - t2))
+  total_p=$((total_p + p)) total_f=$((total_f + f))
+  printf 'matrix: [%d/%d] userland %-8s kernel %-18s %s: %d passed, %d failed in %d s (prepare %d s, build %d s, boot+suites %d s)%s\n' \
+    "$n" "$ncells" "$u" "$k" "$SUITES" "$p" "$f" $((t3 - t0)) $((t1 - t0)) $((t2 - t1)) "$run_s" \
+    "${notes:+ --$notes}"
+  printf '| %s | %s | %s | %s | %d | %d | %s | %d | %d | %d | %d | %s |\n' "$u" "$k" "${guest:-?}" "${per# }" "$p" "$f" \
+    "${ops:-}" $((t1 - t0)) $((t2 - t1)) $((run_s - suites_s)) "$suites_s" "${notes:-ok}" > "$d/row"
+done
+
+{
+  echo "# rsverbs test matrix"
+  echo
+  echo "$(date -u +%FT%TZ), $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet 2>/dev/null || echo ' (modified tree)'), suites: $SUITES;" \
+    "diffrand: DIFFRAND_OPS=$DIFFRAND_OPS DIFFRAND_FALLBACK_OPS=$DIFFRAND_FALLBACK_OPS; $(( $(date +%s) - T0 )) s in all."
+  echo "Times in seconds: prepare = kernel download/unpack + debootstrap (0 when cached), build = test programs,"
+  echo "boot = guest run minus the suites. Per-suite counts are passed/failed."
+  echo
+  echo "| userland | kernel | guest | suites | passed | failed | diffrand ops | prepare | build | boot | suites time | notes |"
+  echo "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+  for cell in $CELLS; do cat "$M/${cell%%:*}-${cell#*:}/row"; done
+  echo
+  echo "## Failures"
+  for cell in $CELLS; do
+    d=$M/${cell%%:*}-${cell#*:}
+    fl=$(failures "$d")
+    [ -n "$fl" ] || continue
+    echo
+    echo "### ${cell%%:*} userland, ${cell#*:} kernel ($(wc -l <<< "$fl") lines)"
+    echo
+    echo '```'
+    head -200 <<< "$fl"
+    echo '```'
+  done
+} > "$M/summary.md"
+echo "matrix: table in ctest/out/matrix/summary.md"
+echo "$total_p passed, $total_f failed"
+[ "$total_f" -eq 0 ]
