@@ -16,11 +16,46 @@ CARGO       ?= cargo
 CC          ?= cc
 CXX         ?= c++
 CBINDGEN_VERSION := 0.29.2
-BUILD       := $(CURDIR)/build
+BUILD       ?= $(CURDIR)/build
 SONAME      := librsverbs.so.$(SOVERSION)
 REALNAME    := librsverbs.so.$(SOVERSION).0.0
 LIB         := $(BUILD)/$(SONAME)
 export RSVERBS_BUILD := $(BUILD)
+RSVERBS_CACHE ?= $(HOME)/.cache/rsverbs
+
+# The final link (docs/building.md). cargo builds a staticlib; the Makefile
+# links librsverbs.so.1 itself, with one version script (src/rsverbs.map)
+# that names every export, so GNU ld and lld give the same export set.
+#   LINKER=zig  zig cc against glibc $(GLIBC_FLOOR)'s symbol versions: one
+#               file that loads on every glibc >= $(GLIBC_FLOOR) (the default)
+#   LINKER=gnu  $(CC) with GNU ld, against the build machine's glibc
+#               (distribution packages, debian/)
+LINKER      ?= zig
+GLIBC_FLOOR := 2.17
+export RSVERBS_GLIBC_FLOOR := $(GLIBC_FLOOR)
+ZIG_VERSION := 0.17.1
+# sha256 of the ziglang wheel on PyPI (pip download checks it).
+ZIG_SHA256  := ea6cc5d87b033cf0aedfbc8f9549a908cae6c50ac31f1698188fa48a74524b54
+ZIG_DIR     := $(RSVERBS_CACHE)/zig-$(ZIG_VERSION)
+ZIG         := $(ZIG_DIR)/ziglang/zig
+STATICLIB   := target/release/librsverbs.a
+LINK_FLAGS  := -shared -Wl,-soname,$(SONAME) -Wl,--version-script=src/rsverbs.map \
+               -Wl,--gc-sections -Wl,--as-needed -Wl,-z,relro,-z,now \
+               -Wl,--whole-archive $(STATICLIB) -Wl,--no-whole-archive
+# What rustc's --print native-static-libs lists; zig brings its own unwinder.
+NATIVE_LIBS := -lutil -lrt -lpthread -lm -ldl -lc
+ifeq ($(LINKER),zig)
+LINK_CC     := env ZIG_GLOBAL_CACHE_DIR=$(RSVERBS_CACHE)/zig-cache ZIG_LOCAL_CACHE_DIR=$(RSVERBS_CACHE)/zig-cache \
+               $(ZIG) cc -target x86_64-linux-gnu.$(GLIBC_FLOOR)
+LINK_LIBS   := -lunwind $(NATIVE_LIBS)
+LINK_DEPS   := $(ZIG)
+else ifeq ($(LINKER),gnu)
+LINK_CC     := $(CC) -fuse-ld=bfd
+LINK_LIBS   := -lgcc_s $(NATIVE_LIBS)
+LINK_DEPS   :=
+else
+$(error LINKER must be zig or gnu, not '$(LINKER)')
+endif
 
 .PHONY: all lib header deps deps-cbindgen check check-unit check-abi check-vm check-sanitize fuzz demo compat bench \
         install uninstall clean
@@ -29,11 +64,27 @@ all: lib $(BUILD)/pkgconfig/rsverbs.pc
 
 lib: $(LIB)
 
-$(LIB): $(shell find src -type f) Cargo.toml Cargo.lock build.rs
-	$(CARGO) build --release --locked
+$(STATICLIB): $(shell find src -type f) Cargo.toml Cargo.lock
+	$(CARGO) build --release --locked --lib
+
+$(LIB): $(STATICLIB) src/rsverbs.map $(LINK_DEPS) Makefile
 	mkdir -p $(BUILD)
-	cp target/release/librsverbs.so $(LIB)
+	$(LINK_CC) $(LINK_FLAGS) -o $@.tmp $(LINK_LIBS)
+	mv $@.tmp $@
+	echo "$(LINKER)" > $(BUILD)/linker
 	ln -sf $(SONAME) $(BUILD)/librsverbs.so
+
+# zig, from its PyPI wheel (a zip: no pip install, no venv), checked by hash.
+$(ZIG):
+	@command -v python3 >/dev/null && python3 -m pip --version >/dev/null 2>&1 || \
+	  { echo "make: LINKER=zig needs python3 -m pip to fetch zig (apt-get install python3-pip), or use make LINKER=gnu" >&2; exit 1; }
+	rm -rf $(ZIG_DIR).tmp && mkdir -p $(ZIG_DIR).tmp
+	echo "ziglang==$(ZIG_VERSION) --hash=sha256:$(ZIG_SHA256)" > $(ZIG_DIR).tmp/req.txt
+	python3 -m pip download --quiet --no-deps --only-binary :all: --platform manylinux_2_12_x86_64 \
+	  --python-version 3.11 --require-hashes -r $(ZIG_DIR).tmp/req.txt -d $(ZIG_DIR).tmp
+	cd $(ZIG_DIR).tmp && python3 -m zipfile -e ziglang-*.whl . && rm ziglang-*.whl req.txt
+	chmod +x $(ZIG_DIR).tmp/ziglang/zig
+	rm -rf $(ZIG_DIR) && mv $(ZIG_DIR).tmp $(ZIG_DIR)
 
 # The uninstalled .pc, for the tests: points at build/ and include/.
 $(BUILD)/pkgconfig/rsverbs.pc: pkgconfig/rsverbs.pc.in Makefile

@@ -14,10 +14,33 @@ check "struct layout vs installed verbs.h" sh -c "cc -std=c11 -Wall -Werror ctes
 check "C prototypes identical to verbs.h" cc -std=c11 -Wall -Werror -Iinclude -c ctest/proto.c -o $O/proto.o
 check "C++ prototypes identical to verbs.h" c++ -std=c++11 -Wall -Werror -Iinclude -c ctest/proto.cpp -o $O/proto_cpp.o
 
-# Exactly these defined dynamic symbols, with these versions.
-want=$'_ibv_query_gid_ex@@IBVERBS_1.11\nibv_attach_mcast@@IBVERBS_1.1\nibv_detach_mcast@@IBVERBS_1.1\nrsverbs_attach_mcast\nrsverbs_detach_mcast\nrsverbs_query_gid_ex'
-got=$(readelf --dyn-syms -W "$LIB" | awk '$7 != "UND" && ($5 == "GLOBAL" || $5 == "WEAK") && $4 != "SECTION" {print $8}' | sort)
+# Exactly these defined dynamic symbols, with these versions. (GNU ld also
+# lists each version node as an ABS symbol: not an export.)
+exports() { readelf --dyn-syms -W "$1" | awk '$7 != "UND" && $7 != "ABS" && ($5 == "GLOBAL" || $5 == "WEAK") && $4 != "SECTION" {print $8}' | sort; }
+verdefs() { readelf -V -W "$1" | sed -n '/^Version definition/,/^Version needs/p' | grep -o 'Name: [^ ]*' | sort; }
+want=$'_ibv_query_gid_ex@@IBVERBS_1.11\nibv_attach_mcast@@IBVERBS_1.1\nibv_detach_mcast@@IBVERBS_1.1\nrsverbs_attach_mcast@@RSVERBS_0.1\nrsverbs_detach_mcast@@RSVERBS_0.1\nrsverbs_query_gid_ex@@RSVERBS_0.1'
+got=$(exports "$LIB")
 if [ "$got" = "$want" ]; then pass "exported symbol set is exact"; else fail "exported symbols: $(echo "$got" | tr '\n' ' ')"; fi
+
+# The same exports and version nodes from the other linker (GNU ld vs zig's
+# lld): the link is one decision for both (docs/building.md).
+linker=$(cat "$B/linker" 2>/dev/null || echo unknown)
+other=gnu; [ "$linker" = gnu ] && other=zig
+twin=$B/twin-$other
+if make -s LINKER=$other BUILD="$twin" "$twin/librsverbs.so.1" >/dev/null; then
+  check "$other-linked twin: same exported symbols as the $linker build" [ "$(exports "$twin/librsverbs.so.1")" = "$got" ]
+  check "$other-linked twin: same version definitions as the $linker build" [ "$(verdefs "$twin/librsverbs.so.1")" = "$(verdefs "$LIB")" ]
+else
+  fail "$other-linked twin: make LINKER=$other failed"
+fi
+
+# The glibc floor: no imported GLIBC_ version newer than the floor (2.17 for
+# the zig link; the build machine's glibc for the GNU ld link).
+floor=${RSVERBS_GLIBC_FLOOR:-2.17}
+[ "$linker" = gnu ] && floor=$(getconf GNU_LIBC_VERSION | awk '{print $2}')
+newest=$(objdump -T "$LIB" | grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -1)
+check "imports no glibc symbol version above $floor (newest: GLIBC_$newest)" \
+  [ "$(printf '%s\n' "$newest" "$floor" | sort -V | tail -1)" = "$floor" ]
 check "SONAME is librsverbs.so.1" sh -c "readelf -d $LIB | grep -q 'Library soname: \[librsverbs.so.1\]'"
 check "pkg-config puts -lrsverbs before -libverbs" sh -c "pkg-config --libs rsverbs | grep -Eq -- '-lrsverbs .*-libverbs'"
 

@@ -11,6 +11,8 @@ AT(struct ibv_device, ibdev_path, 408);
 SIZE(struct ibv_device, 664);
 AT(struct ibv_context, device, 0);
 AT(struct ibv_context, cmd_fd, 264);
+AT(struct ibv_context, ops._compat_attach_mcast, 240);
+AT(struct ibv_context, ops._compat_detach_mcast, 248);
 AT(struct ibv_qp, context, 0);
 AT(struct ibv_qp, handle, 48);
 AT(struct ibv_qp, qp_type, 60);

@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(build-essential pkg-config libibverbs-dev librdmacm-dev rdma-core ibverbs-providers
       ibverbs-utils rdmacm-utils perftest qemu-system-x86 busybox-static cpio kmod iproute2
-      libseccomp-dev valgrind strace)
+      libseccomp-dev valgrind strace python3-pip)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
