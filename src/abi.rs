@@ -33,11 +33,17 @@ pub struct ibv_device {
 #[repr(C)]
 pub struct ibv_context {
     pub device: *mut ibv_device,
-    /// `struct ibv_context_ops`: 32 function pointers, never called by rsverbs.
+    /// `struct ibv_context_ops`: 32 function pointers, never called by
+    /// rsverbs; the multicast ones are read (rdma_core::provider).
     pub ops: [*mut c_void; 32],
     /// The uverbs char-device fd; -1 for contexts without one (mlx5 VFIO).
     pub cmd_fd: c_int,
 }
+
+/// Index in `ibv_context.ops` of `_compat_attach_mcast` (offset 240).
+pub const OPS_ATTACH_MCAST: usize = 29;
+/// Index in `ibv_context.ops` of `_compat_detach_mcast` (offset 248).
+pub const OPS_DETACH_MCAST: usize = 30;
 
 /// `struct ibv_qp`, up to and including `qp_type`.
 #[repr(C)]
@@ -92,14 +98,16 @@ pub const IBV_GID_TYPE_ROCE_V2: u32 = 2;
 pub const IBV_LINK_LAYER_INFINIBAND: u8 = 1;
 pub const IBV_LINK_LAYER_ETHERNET: u8 = 2;
 
-// Layout facts from ../shared/reference/uverbs-semantics.md §4 (offsetof on the
-// installed rdma-core 44 verbs.h). A mismatch fails the build.
+// Layout facts (docs/kernel-abi.md: offsetof on rdma-core 44's verbs.h, the
+// same in 33.2 to 65.0). A mismatch fails the build.
 const _: () = {
     assert!(size_of::<ibv_device>() == 664);
     assert!(offset_of!(ibv_device, name) == 24);
     assert!(offset_of!(ibv_device, ibdev_path) == 408);
     assert!(offset_of!(ibv_context, device) == 0);
     assert!(offset_of!(ibv_context, cmd_fd) == 264);
+    assert!(offset_of!(ibv_context, ops) + OPS_ATTACH_MCAST * size_of::<*mut c_void>() == 240);
+    assert!(offset_of!(ibv_context, ops) + OPS_DETACH_MCAST * size_of::<*mut c_void>() == 248);
     assert!(offset_of!(ibv_qp, context) == 0);
     assert!(offset_of!(ibv_qp, handle) == 48);
     assert!(offset_of!(ibv_qp, qp_type) == 60);

@@ -84,6 +84,7 @@ pub unsafe extern "C" fn rsverbs_query_gid_ex(
     if context.is_null() || entry.is_null() {
         return to_c(Err(NULL_ARG));
     }
+    let query = gid::GidQuery { ctx: context, port_num, gid_index, entry, flags, entry_size };
     // SAFETY: checked above; validity is the caller's contract.
-    to_c(unsafe { gid::query_gid_ex(context, port_num, gid_index, entry, flags, entry_size) })
+    to_c(unsafe { gid::query_gid_ex(&query) })
 }

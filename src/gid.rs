@@ -5,27 +5,48 @@ use crate::abi::{ibv_context, ibv_gid_entry};
 use crate::error::{Error, Result};
 use crate::sysfs;
 use crate::uverbs::{after_einval, exec, ioctl, ioctl_checked, route};
-use route::Key;
+use route::{Key, Route};
+
+/// One `_ibv_query_gid_ex` call: its arguments, as the caller gave them.
+#[derive(Clone, Copy, Debug)]
+pub struct GidQuery {
+    pub ctx: *mut ibv_context,
+    pub port_num: u32,
+    pub gid_index: u32,
+    pub entry: *mut ibv_gid_entry,
+    pub flags: u32,
+    pub entry_size: usize,
+}
+
+impl GidQuery {
+    /// The route key: the context and its command fd.
+    ///
+    /// # Safety
+    /// `ctx` must be a valid rdma-core context.
+    #[inline]
+    unsafe fn key(&self) -> Key {
+        // SAFETY: ctx is valid; cmd_fd is a public frozen field.
+        Key { ctx: self.ctx as usize, fd: unsafe { (*self.ctx).cmd_fd } }
+    }
+
+    /// The QUERY_GID_ENTRY ioctl for a driver_id.
+    #[inline]
+    fn command(&self, driver_id: u32) -> ioctl::Cmd<4> {
+        ioctl::query_gid_entry(driver_id, self.port_num, self.gid_index, self.flags, self.entry as u64, self.entry_size as u16)
+    }
+}
 
 /// # Safety
-/// `ctx` must be a valid rdma-core context and `entry` writable for
-/// `entry_size` bytes (both checked non-NULL by capi).
+/// `q.ctx` must be a valid rdma-core context and `q.entry` writable for
+/// `q.entry_size` bytes (both checked non-NULL by capi).
 #[inline]
-pub unsafe fn query_gid_ex(
-    ctx: *mut ibv_context,
-    port_num: u32,
-    gid_index: u32,
-    entry: *mut ibv_gid_entry,
-    flags: u32,
-    entry_size: usize,
-) -> Result<()> {
-    // SAFETY: ctx is valid; cmd_fd is a public frozen field.
-    let key = Key { ctx: ctx as usize, fd: unsafe { (*ctx).cmd_fd } };
+pub unsafe fn query_gid_ex(q: &GidQuery) -> Result<()> {
+    // SAFETY: forwarded from our caller.
+    let key = unsafe { q.key() };
     // The steady state: a known route, one ioctl, its answer.
     let first = match route::peek(key) {
-        Some(route) if !route.gid_fallback() && entry_size <= MAX_ATTR_LEN => {
-            let mut cmd = ioctl::query_gid_entry(route.driver_id, port_num, gid_index, flags, entry as u64, entry_size as u16);
-            match exec::ioctl(key.fd, &mut cmd) {
+        Some(route) if !route.gid_fallback() && q.entry_size <= MAX_ATTR_LEN => {
+            match exec::ioctl(key.fd, &mut q.command(route.driver_id)) {
                 Err(e) if matches!(e.code, libc::EINVAL | libc::ENOTTY | libc::EPROTONOSUPPORT) => Some((route, e)),
                 other => return other,
             }
@@ -33,7 +54,7 @@ pub unsafe fn query_gid_ex(
         _ => None,
     };
     // SAFETY: forwarded from our caller.
-    unsafe { slow(ctx, key, port_num, gid_index, entry, flags, entry_size, first) }
+    unsafe { slow(q, key, first) }
 }
 
 /// cmd_ioctl.c `fill_attr_out`: a length that does not fit the attribute's
@@ -48,19 +69,9 @@ const MAX_ATTR_LEN: usize = u16::MAX as usize;
 /// As [`query_gid_ex`].
 #[cold]
 #[inline(never)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn slow(
-    ctx: *mut ibv_context,
-    key: Key,
-    port_num: u32,
-    gid_index: u32,
-    entry: *mut ibv_gid_entry,
-    flags: u32,
-    entry_size: usize,
-    first: Option<(route::Route, Error)>,
-) -> Result<()> {
-    let too_big = entry_size > MAX_ATTR_LEN;
-    let build = |id| ioctl::query_gid_entry(id, port_num, gid_index, flags, entry as u64, entry_size as u16);
+unsafe fn slow(q: &GidQuery, key: Key, first: Option<(Route, Error)>) -> Result<()> {
+    let too_big = q.entry_size > MAX_ATTR_LEN;
+    let build = |id| q.command(id);
     let result = match first {
         Some((route, e)) if e.code == libc::EINVAL => after_einval(key, route, e, &build),
         Some((_, e)) => Err(e),
@@ -74,7 +85,7 @@ unsafe fn slow(
             // cmd_fallback.c `_execute_ioctl_fallback`: once latched, the
             // fallback is taken directly, without the buffer_error check.
             if route.gid_fallback() {
-                return fallback(ctx, key, port_num, gid_index, entry, flags, entry_size);
+                return fallback(q, key);
             }
             if too_big {
                 return Err(Error::sys(libc::EINVAL));
@@ -87,25 +98,17 @@ unsafe fn slow(
         // (kernels before 5.10). Either latches the fallback.
         Err(e) if e.code == libc::ENOTTY || e.code == libc::EPROTONOSUPPORT => {
             route::latch(key, route::GID_FALLBACK);
-            fallback(ctx, key, port_num, gid_index, entry, flags, entry_size)
+            fallback(q, key)
         }
         other => other,
     }
 }
 
 /// `__ibv_query_gid_ex`'s TRY_WRITE branch.
-fn fallback(
-    ctx: *mut ibv_context,
-    key: Key,
-    port_num: u32,
-    gid_index: u32,
-    entry: *mut ibv_gid_entry,
-    flags: u32,
-    entry_size: usize,
-) -> Result<()> {
-    if flags != 0 {
+fn fallback(q: &GidQuery, key: Key) -> Result<()> {
+    if q.flags != 0 {
         return Err(Error::quiet(libc::EOPNOTSUPP));
     }
     // SAFETY: forwarded from query_gid_ex's caller.
-    unsafe { sysfs::query_gid_entry(ctx, key, port_num, gid_index, entry, entry_size) }
+    unsafe { sysfs::query_gid_entry(q.ctx, key, q.port_num, q.gid_index, q.entry, q.entry_size) }
 }

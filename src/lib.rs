@@ -18,6 +18,7 @@
 //! - [`sysfs`]: the `_ibv_query_gid_ex` fallback for old kernels;
 //! - [`uverbs`]: command encoding (`ioctl`, `write`), the only syscalls on
 //!   `cmd_fd` (`exec`), driver_id discovery and per-context routes (`route`);
+//! - [`rdma_core`]: what differs by rdma-core release and provider;
 //! - [`error`]: the one error type and its mapping to C.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
@@ -28,5 +29,6 @@ mod env;
 pub mod error;
 pub mod gid;
 pub mod mcast;
+pub mod rdma_core;
 pub mod sysfs;
 pub mod uverbs;

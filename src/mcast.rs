@@ -4,18 +4,15 @@
 //! No user-space validation of QP type, GID or LID: the kernel decides, and
 //! its errno order is the contract (uverbs_cmd.c `ib_uverbs_attach_mcast`).
 
-use crate::abi::{ibv_gid, ibv_qp};
+use crate::abi::{OPS_ATTACH_MCAST, OPS_DETACH_MCAST, ibv_gid, ibv_qp};
 use crate::env;
 use crate::error::{Error, Result};
+use crate::rdma_core::provider;
 use crate::uverbs::{self, ioctl, ioctl_checked, route, route::Key, write};
 use core::mem::size_of;
 
 /// Which of the two commands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Op {
-    Attach,
-    Detach,
-}
+pub use provider::Verb as Op;
 
 /// Attach or detach `qp` to the group `(gid, lid)`.
 ///
@@ -29,9 +26,17 @@ pub unsafe fn run(op: Op, qp: *const ibv_qp, gid: *const ibv_gid, lid: u16) -> R
     let fd = unsafe { (*ctx).cmd_fd };
     // SAFETY: gid points at 16 readable bytes.
     let raw = unsafe { (*gid).raw };
+    let slot = if op == Op::Attach { OPS_ATTACH_MCAST } else { OPS_DETACH_MCAST };
+    // SAFETY: as above; `ops` is public and frozen (abi.rs).
+    let op_ptr = unsafe { (*ctx).ops[slot] } as usize;
+    if provider::has_no_op(op, op_ptr) {
+        // dummy_ops.c `attach_mcast`/`detach_mcast`: EOPNOTSUPP, no syscall,
+        // errno untouched.
+        return Err(Error::quiet(libc::EOPNOTSUPP));
+    }
     if fd < 0 {
-        // A context without a uverbs fd (mlx5 VFIO) has no provider op, so
-        // rdma-core uses its dummy op (dummy_ops.c): EOPNOTSUPP.
+        // No uverbs fd and yet an op that is not the dummy (mlx5 VFIO
+        // contexts have the dummy, caught above): no command can be sent.
         return Err(Error::sys(libc::EOPNOTSUPP));
     }
     let command = match op {
