@@ -57,6 +57,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#if defined(__GLIBC__) && !__GLIBC_PREREQ(2, 32)
+/* glibc < 2.32 (Debian 11's userland) has no strerrorname_np: the summary
+ * then names errno values by number. */
+static const char *strerrorname_np(int e)
+{
+	static char name[16];
+	snprintf(name, sizeof name, "errno%d", e);
+	return name;
+}
+#endif
+
 #define SENTINEL 4242
 #define MAXDEV 2
 #define NQP 6     /* UD reset, UD init, UD rts, UD reset, RC, UC */
