@@ -119,7 +119,7 @@ find_kernel_pkg_private() {
 	apt_private_update
 	stamp=$(stat -c %Y "$APT_DIR/state/lists")
 	if [[ -f $memo ]] && read -r line <"$memo" && [[ $line == "$stamp "* ]]; then
-		read -r _ KPKG KPKGVER <<<"$line"
+		read -r _ KPKG KPKGVER _ <<<"$line"
 		read -ra KPKGS <<<"${line#"$stamp $KPKG $KPKGVER"}"
 		return
 	fi
