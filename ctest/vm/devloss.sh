@@ -86,7 +86,9 @@ fi
 
 # ---- a disassociated device: EIO ------------------------------------------
 for route in ioctl write; do
-  w=""; envsets="none allow1 allow0 allow-empty mlx4"
+  # allow0, allow0-mlx4-0: on before rdma-core 40.0, off from 40.0 (any value
+  # of RDMAV_ALLOW_DISASSOC_DESTROY counted; docs/rdma-core-releases.md D1).
+  w=""; envsets="none allow1 allow0 allow-empty mlx4 mlx4-0 allow0-mlx4-0"
   [ $route = write ] && w=-w envsets="none allow1"
   for envset in $envsets; do
     case $envset in
@@ -95,6 +97,8 @@ for route in ioctl write; do
       allow0) e=(RDMAV_ALLOW_DISASSOC_DESTROY=0) ;;
       allow-empty) e=(RDMAV_ALLOW_DISASSOC_DESTROY=) ;;
       mlx4) e=(MLX4_DEVICE_FATAL_CLEANUP=1) ;;
+      mlx4-0) e=(MLX4_DEVICE_FATAL_CLEANUP=0) ;;
+      allow0-mlx4-0) e=(RDMAV_ALLOW_DISASSOC_DESTROY=0 MLX4_DEVICE_FATAL_CLEANUP=0) ;;
     esac
     label=eio-$route-$envset
     for m in "${modes[@]}"; do
