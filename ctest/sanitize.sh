@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Host-side sanitizer and static checks (issue 6). Results are tallied like
+# Host-side sanitizer and static checks. Results are tallied like
 # every other suite (ctest/out/sanitize.results, "N passed, N failed").
 #
 #   ctest/sanitize.sh              all host checks below

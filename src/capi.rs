@@ -6,7 +6,7 @@
 //! `.symver` (below), so that they interpose exactly
 //! `ibv_attach_mcast@IBVERBS_1.1`, `ibv_detach_mcast@IBVERBS_1.1` and
 //! `_ibv_query_gid_ex@IBVERBS_1.11`, and never the `@IBVERBS_1.0` compat
-//! symbols that take `struct ibv_qp_1_0 *` (reference §6).
+//! symbols that take `struct ibv_qp_1_0 *` (docs/kernel-abi.md §5).
 //!
 //! Panics cannot cross this boundary: the library is built with
 //! `panic = "abort"`, and no code path below calls `unwrap`, `expect` or

@@ -34,7 +34,7 @@
  *
  * Attach state is tracked per QP (both sides), so that an attach never puts
  * a second LID on a GID the QP already holds: that sequence leaves a QP the
- * kernel cannot destroy (observed-6.1-rxe.md, "A kernel quirk"). The pool is
+ * kernel cannot destroy (docs/observed-6.1.md, "A kernel quirk"). The pool is
  * small, so no QP nears the 8192 groups and no group the 56 QPs. At the end
  * everything still attached is detached (compared too) and every QP must be
  * destroyable on both sides.

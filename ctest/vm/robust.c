@@ -429,7 +429,7 @@ static void reuse_cases(struct ibv_device *dev)
 	 * which cannot tell this context from a new one at the same address,
 	 * does not keep an ENOTTY latch that a non-uverbs fd caused and takes
 	 * the ioctl route again. The compared case below (a new context at the
-	 * same address must start afresh) is the one issue 6 requires; the two
+	 * same address must start afresh) is the one rsverbs guarantees; the two
 	 * cannot both hold without rdma-core's private state. */
 	q_line("X", "reuse-fd-restored-flags1", o1.ctx, 1, 0, 1, 32, NULL);
 	q_line("X", "reuse-fd-restored-size40", o1.ctx, 1, 0, 0, 40, NULL);

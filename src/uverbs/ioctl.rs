@@ -207,7 +207,7 @@ mod tests {
         v
     }
 
-    /// reference §1.2: rdma-core 44 INVOKE_WRITE for attach, driver_id 14 (rxe).
+    /// docs/kernel-abi.md §1: rdma-core 44 INVOKE_WRITE for attach, driver_id 14 (rxe).
     #[test]
     fn attach_invoke_write_matches_rdma_core_capture() {
         let payload = 0x7fff_1234_5678u64;
@@ -219,7 +219,7 @@ mod tests {
         assert_eq!(invoke_write(14, 31, payload, 24).attrs[0].data, 31);
     }
 
-    /// reference §3.3: rdma-core 44 QUERY_GID_ENTRY.
+    /// docs/kernel-abi.md §2: rdma-core 44 QUERY_GID_ENTRY.
     #[test]
     fn query_gid_entry_matches_rdma_core_capture() {
         let entry = 0x5555_0000_1000u64;

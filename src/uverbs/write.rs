@@ -48,7 +48,8 @@ pub struct QueryPortResp {
 }
 
 impl QueryPortResp {
-    /// `link_layer` is at byte 37 (reference §4).
+    /// `link_layer` is at byte 37 (kernel: include/uapi/rdma/ib_user_verbs.h
+    /// `struct ib_uverbs_query_port_resp`).
     pub const LINK_LAYER: usize = 37;
     pub fn link_layer(&self) -> u8 {
         self.bytes[Self::LINK_LAYER]
@@ -113,7 +114,7 @@ pub fn query_port(port_num: u8, resp: u64) -> WriteCmd<QueryPortReq> {
 mod tests {
     use super::*;
 
-    /// reference §1.2: captured `1e 00 00 00 08 00 00 00 | a0..af | 44 33 22 11 | 0d c0 | 00 00`.
+    /// docs/kernel-abi.md §1: captured `1e 00 00 00 08 00 00 00 | a0..af | 44 33 22 11 | 0d c0 | 00 00`.
     #[test]
     fn attach_write_matches_rdma_core_capture() {
         let gid: [u8; 16] = core::array::from_fn(|i| 0xa0 + i as u8);
