@@ -2,7 +2,8 @@
 #   make            build build/librsverbs.so.1 and an uninstalled rsverbs.pc
 #   make check      every test (installs what it needs on Debian 12, as root)
 #   make demo       boot the Soft-RoCE test bed and show C programs on rsverbs
-#   make install    PREFIX, LIBDIR, INCLUDEDIR, PKGCONFIGDIR and DESTDIR honoured
+#   make install    PREFIX, LIBDIR, INCLUDEDIR, PKGCONFIGDIR, MANDIR and DESTDIR honoured
+#   make deb        Debian packages (debian/) into build/deb/
 
 VERSION     := 0.1.0
 SOVERSION   := 1
@@ -10,6 +11,15 @@ PREFIX      ?= /usr/local
 LIBDIR      ?= $(PREFIX)/lib
 INCLUDEDIR  ?= $(PREFIX)/include
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+MANDIR      ?= $(PREFIX)/share/man
+# make install strips the library; its debug info stays in
+# build/strip/$(REALNAME).debug (named by .gnu_debuglink), and make
+# install-debug puts it in $(DEBUGDIR), where gdb looks for it.
+# INSTALL_STRIP=no installs it unstripped (debian/rules: dh_strip then makes
+# the -dbgsym package).
+INSTALL_STRIP ?= yes
+DEBUGDIR    ?= $(LIBDIR)/.debug
+OBJCOPY     ?= objcopy
 DESTDIR     ?=
 
 CARGO       ?= cargo
@@ -22,6 +32,19 @@ REALNAME    := librsverbs.so.$(SOVERSION).0.0
 LIB         := $(BUILD)/$(SONAME)
 export RSVERBS_BUILD := $(BUILD)
 RSVERBS_CACHE ?= $(HOME)/.cache/rsverbs
+
+# The Rust toolchain (ctest/deps.sh): the cargo on PATH when it is at least
+# Cargo.toml's rust-version; else Debian's cargo-web and rustc-web, which
+# make deps installs in /usr/bin: /usr/bin then goes first on PATH, ahead of
+# an older rustup toolchain.
+ifneq ($(shell ctest/deps.sh --cargo-ok 2>/dev/null),ok)
+export PATH := /usr/bin:$(PATH)
+endif
+# cbindgen (make header, ctest/header_fresh.sh): Debian's 0.24.3 cannot parse
+# the crate (docs/building.md), so cargo install, into the cache when the one
+# on PATH is not $(CBINDGEN_VERSION).
+CBINDGEN_ROOT := $(RSVERBS_CACHE)/cbindgen-$(CBINDGEN_VERSION)
+export PATH := $(CBINDGEN_ROOT)/bin:$(PATH)
 
 # The final link (docs/building.md). cargo builds a staticlib; the Makefile
 # links librsverbs.so.1 itself, with one version script (src/rsverbs.map)
@@ -58,7 +81,7 @@ $(error LINKER must be zig or gnu, not '$(LINKER)')
 endif
 
 .PHONY: all lib header deps deps-cbindgen check check-unit check-abi check-vm check-sanitize fuzz demo compat bench \
-        install uninstall clean
+        install install-debug uninstall clean zig deb deps-deb check-deb check-freshroot check-man
 
 all: lib $(BUILD)/pkgconfig/rsverbs.pc
 
@@ -73,6 +96,8 @@ $(LIB): $(STATICLIB) src/rsverbs.map $(LINK_DEPS) Makefile
 	mv $@.tmp $@
 	echo "$(LINKER)" > $(BUILD)/linker
 	ln -sf $(SONAME) $(BUILD)/librsverbs.so
+
+zig: $(ZIG)
 
 # zig, from its PyPI wheel (a zip: no pip install, no venv), checked by hash.
 $(ZIG):
@@ -100,7 +125,7 @@ deps:
 
 deps-cbindgen:
 	@command -v cbindgen >/dev/null && cbindgen --version | grep -q ' $(CBINDGEN_VERSION)$$' \
-	  || $(CARGO) install --quiet --locked cbindgen --version $(CBINDGEN_VERSION)
+	  || $(CARGO) install --quiet --locked --root $(CBINDGEN_ROOT) cbindgen --version $(CBINDGEN_VERSION)
 
 # Every suite; the last line is the "N passed, N failed" total.
 check: deps deps-cbindgen all
@@ -137,9 +162,21 @@ demo:
 bench: deps all
 	bench/run.sh
 
-install: all
-	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
-	install -m 0755 $(LIB) $(DESTDIR)$(LIBDIR)/$(REALNAME)
+# The installed library: stripped of debug info and symbol table, with a
+# .gnu_debuglink to the separate debug file (docs/building.md). build/$(SONAME)
+# itself stays unstripped (make bench resolves its symbols).
+STRIPPED    := $(BUILD)/strip/$(REALNAME)
+$(STRIPPED): $(LIB)
+	mkdir -p $(dir $@)
+	$(OBJCOPY) --only-keep-debug $(LIB) $@.debug
+	cd $(dir $@) && $(OBJCOPY) --strip-all --add-gnu-debuglink=$(REALNAME).debug $(LIB) $(REALNAME).tmp
+	mv $@.tmp $@
+
+INSTALL_LIB := $(if $(filter yes,$(INSTALL_STRIP)),$(STRIPPED),$(LIB))
+
+install: all $(INSTALL_LIB)
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(MANDIR)/man7
+	install -m 0755 $(INSTALL_LIB) $(DESTDIR)$(LIBDIR)/$(REALNAME)
 	ln -sf $(REALNAME) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/librsverbs.so
 	install -m 0644 include/rsverbs.h $(DESTDIR)$(INCLUDEDIR)/rsverbs.h
@@ -147,11 +184,57 @@ install: all
 	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' \
 	    pkgconfig/rsverbs.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/rsverbs.pc
 	chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/rsverbs.pc
+	install -m 0644 docs/man/rsverbs.7 $(DESTDIR)$(MANDIR)/man7/rsverbs.7
+
+# The debug info of the installed library, where gdb finds it by the
+# .gnu_debuglink name (the .debug directory next to the library).
+install-debug: $(STRIPPED)
+	install -d $(DESTDIR)$(DEBUGDIR)
+	install -m 0644 $(STRIPPED).debug $(DESTDIR)$(DEBUGDIR)/$(REALNAME).debug
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/$(REALNAME) $(DESTDIR)$(LIBDIR)/$(SONAME) \
 	      $(DESTDIR)$(LIBDIR)/librsverbs.so $(DESTDIR)$(INCLUDEDIR)/rsverbs.h \
-	      $(DESTDIR)$(PKGCONFIGDIR)/rsverbs.pc
+	      $(DESTDIR)$(PKGCONFIGDIR)/rsverbs.pc $(DESTDIR)$(MANDIR)/man7/rsverbs.7 \
+	      $(DESTDIR)$(DEBUGDIR)/$(REALNAME).debug
+	-rmdir $(DESTDIR)$(DEBUGDIR) 2>/dev/null
+
+# Debian packages from debian/ (librsverbs1, librsverbs-dev, and the -dbgsym
+# package): dpkg-buildpackage -b on a copy of the tracked files in
+# $(DEB_DIR)/rsverbs-$(VERSION), so that everything it writes to ".." lands
+# in $(DEB_DIR) (git-ignored), never next to the repository. Then lintian.
+# The package build links with GNU ld (debian/rules: make LINKER=gnu).
+# When the cargo on PATH is not a Debian package (rustup) but new enough,
+# its unmet cargo/rustc build dependencies are skipped (-d), nothing else.
+# LINTIAN= skips lintian (ctest/deb.sh's root has none; the host runs it).
+DEB_DIR     ?= $(BUILD)/deb
+LINTIAN     ?= lintian
+DEB_SRC     := $(DEB_DIR)/rsverbs-$(VERSION)
+deb: deps-deb
+	rm -rf $(DEB_DIR) && mkdir -p $(DEB_SRC)
+	if [ -e .git ] && command -v git >/dev/null; then \
+	  git ls-files -z -c -o --exclude-standard | tar --null -T - --ignore-failed-read -cf - 2>/dev/null; \
+	else tar --exclude=./target --exclude=./build --exclude=./ctest/out -cf - .; fi | tar -C $(DEB_SRC) -xf -
+	cd $(DEB_SRC) && unmet=$$(dpkg-checkbuilddeps 2>&1 | sed -n 's/.*Unmet build dependencies: //p'); \
+	  rest=$$(echo "$$unmet" | tr ',' '\n' | grep -Ev '^ *(cargo|rustc)' | tr -d '\n '); \
+	  flags=; if [ -n "$$unmet" ] && [ -z "$$rest" ] && [ "$$($(CURDIR)/ctest/deps.sh --cargo-ok)" = ok ]; then \
+	    echo "deb: building with $$(cargo --version) from PATH, not a Debian package (dpkg-buildpackage -d)"; flags=-d; fi; \
+	  dpkg-buildpackage -b -us -uc $$flags $(DEB_BUILD_FLAGS)
+	ls -l $(DEB_DIR)/*.deb $(DEB_DIR)/*.ddeb 2>/dev/null || true
+	$(if $(LINTIAN),$(LINTIAN) $(LINTIAN_FLAGS) $(DEB_DIR)/*.changes)
+
+deps-deb:
+	@for p in dpkg-dev debhelper $(LINTIAN); do dpkg-query -W -f='$${db:Status-Abbrev}' $$p 2>/dev/null | grep -q '^ii' || m="$$m $$p"; done; \
+	if [ -n "$$m" ]; then echo "deb: installing$$m"; apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$m >/dev/null; fi
+
+# The checks of the packaging and the toolchain (each also in make check).
+check-freshroot:
+	ctest/freshroot.sh
+check-deb:
+	ctest/deb.sh
+check-man:
+	ctest/man.sh
 
 clean:
 	$(CARGO) clean

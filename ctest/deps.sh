@@ -2,6 +2,28 @@
 # Installs the Debian 12 packages the build and the tests need, as root,
 # only when one is missing (so a warm machine pays one dpkg query).
 set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# The Rust toolchain: the cargo on PATH if it is at least Cargo.toml's
+# rust-version; else Debian's own current toolchain, cargo-web and rustc-web
+# (/usr/bin/cargo, /usr/bin/rustc; 1.96 in bookworm-security, 1.85 in
+# bookworm; they conflict with Debian's older rustc and cargo, which apt then
+# removes). The Makefile puts /usr/bin first on PATH when the cargo on PATH
+# is too old, so that the new one is used.
+#   ctest/deps.sh --cargo-ok   prints "ok" when the cargo on PATH is new enough
+rust_version=$(sed -n 's/^rust-version *= *"\(.*\)"/\1/p' Cargo.toml)
+cargo_ok() {
+  local v
+  v=$(cargo --version 2>/dev/null | awk '$1 == "cargo" {print $2}') || return 1
+  [ -n "$v" ] && dpkg --compare-versions "${v%%-*}" ge "$rust_version"
+}
+if [ "${1:-}" = --cargo-ok ]; then
+  if cargo_ok; then echo ok; else echo old; fi
+  exit 0
+fi
+rust=()
+cargo_ok || rust=(cargo-web rustc-web)
+
 pkgs=(build-essential pkg-config libibverbs-dev librdmacm-dev rdma-core ibverbs-providers
       ibverbs-utils rdmacm-utils perftest qemu-system-x86 busybox-static cpio kmod iproute2
       libseccomp-dev valgrind strace python3-pip)
@@ -9,6 +31,7 @@ missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+missing+=(${rust[@]+"${rust[@]}"})
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "deps: missing ${missing[*]}; run as root or: sudo apt-get install ${missing[*]}" >&2
@@ -18,3 +41,10 @@ echo "deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if [ ${#rust[@]} -gt 0 ]; then
+  if ! PATH=/usr/bin:$PATH cargo_ok; then
+    echo "deps: Debian's cargo-web is older than rust-version $rust_version: $(/usr/bin/cargo --version 2>&1)" >&2
+    exit 1
+  fi
+  echo "deps: using Debian's $(/usr/bin/cargo --version) and $(/usr/bin/rustc --version) (cargo-web, rustc-web)"
+fi
