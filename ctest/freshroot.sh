@@ -157,7 +157,7 @@ freshroot_run() {
 		mount -t overlay overlay -o "lowerdir=$root,upperdir=$w/upper,workdir=$w/work" "$w/merged"
 		m=$w/merged
 		mount -t proc proc "$m/proc"
-		mount --bind /dev "$m/dev"
+		mount --rbind /dev "$m/dev"
 		mount --bind -o ro "$vendor" "$m/vendor"
 		mount --bind "$zigcache" "$m/cache/zig-cache"
 		if [ -x "$zig/ziglang/zig" ]; then mkdir -p "$m/cache/${zig##*/}"; mount --bind -o ro "$zig" "$m/cache/${zig##*/}"; fi
@@ -198,6 +198,11 @@ freshroot_main() {
 	source ctest/lib.sh
 	local t0=$SECONDS cold=warm work out
 	[[ $EUID == 0 ]] || { fail "needs root (debootstrap, chroot, namespaces)"; finish; return; }
+	if ! command -v debootstrap >/dev/null; then
+		fr_log "installing debootstrap"
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null ||
+			{ fail "apt-get install debootstrap"; finish; return; }
+	fi
 	fr_mirrors
 	fr_key
 	[[ -d $FR_DIR/bookworm-$FR_KEY/root ]] || cold=cold
