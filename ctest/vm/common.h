@@ -1,16 +1,69 @@
-/* Helpers shared by the guest test programs, ctest/vm/NAME.c. */
+/* Helpers shared by the guest test programs, ctest/vm/NAME.c. Header-only:
+ * ctest/build.sh compiles each C file of ctest/vm on its own (with
+ * -D_GNU_SOURCE), so everything here is static. */
 #ifndef RSVERBS_CTEST_COMMON_H
 #define RSVERBS_CTEST_COMMON_H
 
+#include <dirent.h>
 #include <dlfcn.h>
+#include <signal.h>
 #include <errno.h>
 #include <infiniband/verbs.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
-/* The file name of the object that defines `fn` (dladdr), or "?". */
+#define RDMA_VERBS_IOCTL_REQ 0xc0181b01u
+#define SENTINEL 4242
+
+static inline uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+/* FNV-1a over a buffer. */
+static inline uint64_t fnv(const void *p, size_t n)
+{
+	const unsigned char *c = p;
+	uint64_t h = 0xcbf29ce484222325ull;
+	while (n--)
+		h = (h ^ *c++) * 0x100000001b3ull;
+	return h;
+}
+
+static inline void gid_from_hex(union ibv_gid *g, const char *hex32)
+{
+	for (int i = 0; i < 16; i++) {
+		unsigned v;
+		sscanf(hex32 + 2 * i, "%2x", &v);
+		g->raw[i] = v;
+	}
+}
+
+/* A multicast GID ff0e::<a>:<b>:<c>. */
+static inline void mgid(union ibv_gid *g, unsigned a, unsigned b, unsigned c)
+{
+	memset(g, 0, sizeof(*g));
+	g->raw[0] = 0xff;
+	g->raw[1] = 0x0e;
+	g->raw[10] = a >> 8, g->raw[11] = a;
+	g->raw[12] = b >> 8, g->raw[13] = b;
+	g->raw[14] = c >> 8, g->raw[15] = c;
+}
+
+/* Which object defines `fn` (dladdr), e.g. "librsverbs.so.1". */
 static inline const char *owner(void *fn)
 {
 	Dl_info info;
@@ -19,6 +72,117 @@ static inline const char *owner(void *fn)
 		return "?";
 	s = strrchr(info.dli_fname, '/');
 	return s ? s + 1 : info.dli_fname;
+}
+
+static inline void print_served_by(FILE *f)
+{
+	fprintf(f, "served-by ibv_attach_mcast=%s ibv_detach_mcast=%s _ibv_query_gid_ex=%s\n",
+		owner((void *)ibv_attach_mcast), owner((void *)ibv_detach_mcast),
+		owner((void *)_ibv_query_gid_ex));
+}
+
+/* Installs a seccomp filter on the calling thread (and its children):
+ * ioctl(_, RDMA_VERBS_IOCTL, _) fails with `ioctl_err` (0: allowed), and
+ * write(`fd`, ...) fails with `write_err` (0 or fd < 0: allowed). ENOTTY /
+ * EPROTONOSUPPORT model old kernels; EIO models a disassociated device
+ * (hot-unplug), which the rxe driver of Linux 6.1 cannot produce. */
+static inline int install_filter(unsigned ioctl_err, int fd, unsigned write_err)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_ioctl, 0, 4),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1])),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, RDMA_VERBS_IOCTL_REQ, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, ioctl_err ? SECCOMP_RET_ERRNO | (ioctl_err & SECCOMP_RET_DATA) : SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		/* nr is still in the accumulator */
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_write, 0, 3),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)fd, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, (write_err && fd >= 0) ? SECCOMP_RET_ERRNO | (write_err & SECCOMP_RET_DATA) : SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]), .filter = f };
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) {
+		perror("seccomp");
+		return -1;
+	}
+	return 0;
+}
+
+/* Waits for `pid` at most `ms` milliseconds (bounded polling). Returns the
+ * wait status, or -1 on timeout (the child is then killed and reaped). */
+static inline int wait_bounded(pid_t pid, int ms)
+{
+	int st;
+	for (int i = 0; i < ms; i += 10) {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+		if (r == pid)
+			return st;
+		if (r < 0)
+			return -1;
+		usleep(10000);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	return -1;
+}
+
+/* "exit=N", "signal=N" or "timeout" for a wait status. */
+static inline const char *status_str(int st, char *buf, size_t n)
+{
+	if (st == -1)
+		snprintf(buf, n, "timeout");
+	else if (WIFSIGNALED(st))
+		snprintf(buf, n, "signal=%d", WTERMSIG(st));
+	else
+		snprintf(buf, n, "exit=%d", WEXITSTATUS(st));
+	return buf;
+}
+
+/* Runs a command with a time bound, output to stderr; returns its status. */
+static inline int run_cmd(int ms, char *const argv[])
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		dup2(2, 1);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	return wait_bounded(pid, ms);
+}
+
+static inline long rss_kb(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long v = -1;
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "VmRSS:", 6))
+			v = strtol(line + 6, NULL, 10);
+	fclose(f);
+	return v;
+}
+
+/* Open fds of this process (the directory's own fd excluded). */
+static inline int count_fds(void)
+{
+	int n = 0;
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n - 1;
 }
 
 /* A QP of type `t` with one WR and one SGE each way on `cq`; exits with
@@ -35,16 +199,6 @@ static inline struct ibv_qp *new_qp_on(struct ibv_pd *pd, struct ibv_cq *cq, enu
 		exit(2);
 	}
 	return qp;
-}
-
-/* A GID from 32 hex digits. */
-static inline void gid_from_str(union ibv_gid *g, const char *hex32)
-{
-	for (int i = 0; i < 16; i++) {
-		unsigned v;
-		sscanf(hex32 + 2 * i, "%2x", &v);
-		g->raw[i] = v;
-	}
 }
 
 /* A marker in an strace log: write(-1, "MARK <label>", ...) fails with

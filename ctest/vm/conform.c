@@ -9,41 +9,14 @@
  * call, so "untouched" is visible) and, for GID queries, every byte of the
  * caller's buffer. The "served-by" lines name the object that defines each
  * verb (dladdr) and are compared separately. */
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <errno.h>
-#include <infiniband/verbs.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
+#include "common.h"
 
-#define SENTINEL 4242
 static int ncases;
 
 static void line(const char *dev, const char *name, int ret, int err)
 {
 	printf("%s %s ret=%d errno=%d\n", dev, name, ret, err);
 	ncases++;
-}
-
-/* FNV-1a over a buffer, for long buffers. */
-static uint64_t fnv(const unsigned char *p, size_t n)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-	while (n--)
-		h = (h ^ *p++) * 0x100000001b3ull;
-	return h;
-}
-
-static void gid_from_str(union ibv_gid *g, const char *hex32)
-{
-	for (int i = 0; i < 16; i++) {
-		unsigned v;
-		sscanf(hex32 + 2 * i, "%2x", &v);
-		g->raw[i] = v;
-	}
 }
 
 static int mc(struct ibv_qp *qp, int attach, const union ibv_gid *g, uint16_t lid, int *err)
@@ -69,16 +42,7 @@ struct objs {
 
 static struct ibv_qp *new_qp(struct objs *o, enum ibv_qp_type t)
 {
-	struct ibv_qp_init_attr a = {
-		.send_cq = o->cq, .recv_cq = o->cq, .qp_type = t,
-		.cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
-	};
-	struct ibv_qp *qp = ibv_create_qp(o->pd, &a);
-	if (!qp) {
-		fprintf(stderr, "ibv_create_qp(%d): %s\n", t, strerror(errno));
-		exit(2);
-	}
-	return qp;
+	return new_qp_on(o->pd, o->cq, t);
 }
 
 static void mcast_cases(const char *dev, struct objs *o)
@@ -89,10 +53,10 @@ static void mcast_cases(const char *dev, struct objs *o)
 	char name[96];
 	int e, r;
 
-	gid_from_str(&g6, "ff0e0000000000000000000012345678");
-	gid_from_str(&g4, "00000000000000000000ffffef010203");       /* ::ffff:239.1.2.3 */
-	gid_from_str(&nonmc[0], "fe800000000000000000000000000001"); /* fe80::1 */
-	gid_from_str(&nonmc[1], "00000000000000000000ffffc0000201"); /* ::ffff:192.0.2.1 */
+	gid_from_hex(&g6, "ff0e0000000000000000000012345678");
+	gid_from_hex(&g4, "00000000000000000000ffffef010203");       /* ::ffff:239.1.2.3 */
+	gid_from_hex(&nonmc[0], "fe800000000000000000000000000001"); /* fe80::1 */
+	gid_from_hex(&nonmc[1], "00000000000000000000ffffc0000201"); /* ::ffff:192.0.2.1 */
 	memset(&nonmc[2], 0, sizeof(nonmc[2]));                      /* :: */
 
 	MC(ud, 1, &g6, 0, "attach-ipv6-mgid");
@@ -282,15 +246,6 @@ static void gid_cases(const char *dev, struct ibv_context *ctx)
 	ctx->cmd_fd = saved_fd;
 }
 
-static const char *owner(void *fn)
-{
-	Dl_info info;
-	const char *s;
-	if (!dladdr(fn, &info) || !info.dli_fname)
-		return "?";
-	s = strrchr(info.dli_fname, '/');
-	return s ? s + 1 : info.dli_fname;
-}
 
 int main(int argc, char **argv)
 {
@@ -302,9 +257,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "conform: no RDMA device\n");
 		return 2;
 	}
-	fprintf(stderr, "served-by ibv_attach_mcast=%s ibv_detach_mcast=%s _ibv_query_gid_ex=%s\n",
-		owner((void *)ibv_attach_mcast), owner((void *)ibv_detach_mcast),
-		owner((void *)_ibv_query_gid_ex));
+	print_served_by(stderr);
 	for (int d = 0; d < n; d++) {
 		const char *dev = ibv_get_device_name(list[d]);
 		struct objs o;

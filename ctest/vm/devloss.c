@@ -22,7 +22,7 @@
  *
  * "R ..." lines must be identical for rdma-core, relinked and preloaded.
  * stderr carries diagnostics and "reuse" lines. */
-#include "robust_common.h"
+#include "common.h"
 #include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>

@@ -56,6 +56,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "common.h"
 
 #if defined(__GLIBC__) && !__GLIBC_PREREQ(2, 32)
 /* glibc < 2.32 (Debian 11's userland) has no strerrorname_np: the summary
@@ -431,15 +432,6 @@ static int run_op(struct op *o, struct result *a, struct result *b)
 	return 0;
 }
 
-static const char *owner(void *fn)
-{
-	Dl_info info;
-	const char *s;
-	if (!dladdr(fn, &info) || !info.dli_fname)
-		return "?";
-	s = strrchr(info.dli_fname, '/');
-	return s ? s + 1 : info.dli_fname;
-}
 
 static void die(const char *what)
 {

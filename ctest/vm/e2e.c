@@ -37,6 +37,7 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#include "common.h"
 
 #define QKEY 0x1e2e0001u
 #define NRECV 16
@@ -89,15 +90,6 @@ static long now_ms(void)
 	return t.tv_sec * 1000L + t.tv_nsec / 1000000;
 }
 
-static const char *owner(void *fn)
-{
-	Dl_info info;
-	const char *s;
-	if (!dladdr(fn, &info) || !info.dli_fname)
-		return "?";
-	s = strrchr(info.dli_fname, '/');
-	return s ? s + 1 : info.dli_fname;
-}
 
 static struct dev *open_dev(const char *name)
 {

@@ -22,9 +22,6 @@
  *
  * Exit status: 0 when every datagram went where it should, 1 when not,
  * 2 on a setup error. */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -41,6 +38,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "common.h"
 
 #define QKEY 0x1ee7c0de
 #define MSG 64
@@ -74,15 +72,6 @@ static void nap(void)
 	nanosleep(&t, NULL);
 }
 
-static const char *owner(void *fn)
-{
-	Dl_info info;
-	const char *s;
-	if (!dladdr(fn, &info) || !info.dli_fname)
-		return "?";
-	s = strrchr(info.dli_fname, '/');
-	return s ? s + 1 : info.dli_fname;
-}
 
 static int is_v4mapped(const uint8_t *g)
 {

@@ -6,12 +6,8 @@
  * "calls" and "end" markers.
  *
  *   noop DEVICE */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
 #include "common.h"
 
-#define SENTINEL 4242
 
 static void mc(struct ibv_qp *qp, int attach, const union ibv_gid *g, uint16_t lid, const char *name)
 {
@@ -52,9 +48,9 @@ int main(int argc, char **argv)
 	struct ibv_qp *rc = new_qp_on(pd, cq, IBV_QPT_RC);
 	struct ibv_qp fake = *rc;
 	fake.handle = 0x7fff1234;
-	gid_from_str(&g6, "ff0e0000000000000000000012345678");
-	gid_from_str(&g4, "00000000000000000000ffffef010203");
-	gid_from_str(&nonmc, "fe800000000000000000000000000001");
+	gid_from_hex(&g6, "ff0e0000000000000000000012345678");
+	gid_from_hex(&g4, "00000000000000000000ffffef010203");
+	gid_from_hex(&nonmc, "fe800000000000000000000000000001");
 
 	strace_mark("calls");
 	mc(rc, 1, &g6, 0, "attach-ipv6-mgid");

@@ -14,7 +14,7 @@
  *   D ...  a documented difference (cmd_fd < 0: rsverbs EOPNOTSUPP like
  *          rdma-core's dummy op, the rxe provider EBADF): recorded.
  * stderr carries "served-by" and "reuse" lines. */
-#include "robust_common.h"
+#include "common.h"
 #include <fcntl.h>
 #include <limits.h>
 #include <sys/stat.h>
@@ -98,16 +98,7 @@ static void close_objs(struct objs *o)
 
 static struct ibv_qp *new_qp(struct objs *o, enum ibv_qp_type t)
 {
-	struct ibv_qp_init_attr a = {
-		.send_cq = o->cq, .recv_cq = o->cq, .qp_type = t,
-		.cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
-	};
-	struct ibv_qp *qp = ibv_create_qp(o->pd, &a);
-	if (!qp) {
-		fprintf(stderr, "robust: ibv_create_qp(%d): %s\n", t, strerror(errno));
-		exit(2);
-	}
-	return qp;
+	return new_qp_on(o->pd, o->cq, t);
 }
 
 /* ---- NULL arguments: each call in a forked child ---------------------- */

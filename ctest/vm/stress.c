@@ -26,7 +26,7 @@
  *
  * "R ..." lines must be identical in every mode (rdma-core, relinked,
  * preloaded); "P ..." lines are measurements (throughput, RSS), printed. */
-#include "robust_common.h"
+#include "common.h"
 #include <arpa/inet.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
