@@ -30,7 +30,7 @@ asan_build() {
   for name in robust stress devloss; do
     src=ctest/vm/$name.c
     [ -f "$src" ] || continue
-    if [ "$out/$name.asan.rsv" -nt "$src" ] && [ "$out/$name.asan.rsv" -nt ctest/vm/robust_common.h ] &&
+    if [ "$out/$name.asan.rsv" -nt "$src" ] && [ "$out/$name.asan.rsv" -nt ctest/vm/common.h ] &&
        [ "$out/$name.asan.rsv" -nt "$B/librsverbs.so.1" ]; then continue; fi
     cc "${flags[@]}" -o "$out/$name.asan" "$src" -libverbs -ldl -lpthread -lm || return 1
     cc "${flags[@]}" -o "$out/$name.asan.rsv" "$src" -L"$B" -Wl,-rpath,"$B" -lrsverbs -libverbs -ldl -lpthread -lm || return 1

@@ -35,7 +35,7 @@ asan_bin() {
   local name=$1 here src inc d=/tmp/asan-bin
   here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
   src=$here/$name.c
-  if [ -x "$BIN/$name.asan.rsv" ] && [ "$BIN/$name.asan.rsv" -nt "$src" ] && [ "$BIN/$name.asan.rsv" -nt "$here/robust_common.h" ]; then
+  if [ -x "$BIN/$name.asan.rsv" ] && [ "$BIN/$name.asan.rsv" -nt "$src" ] && [ "$BIN/$name.asan.rsv" -nt "$here/common.h" ]; then
     echo "$BIN"; return
   fi
   inc=$(cd "$here/../.." && pwd)/include
