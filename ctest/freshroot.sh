@@ -70,6 +70,10 @@ freshroot_prepare() {
 	fr_key
 	FR_ROOT=$FR_DIR/bookworm-$FR_KEY/root
 	[[ -d $FR_ROOT ]] && return 0
+	mkdir -p "$FR_DIR"
+	exec 8>"$FR_DIR/.lock" # one debootstrap at a time (make check in two checkouts)
+	flock 8
+	[[ -d $FR_ROOT ]] && { exec 8>&-; return 0; }
 	local tmp=$FR_DIR/bookworm-$FR_KEY.tmp.$$ t0=$SECONDS
 	fr_log "debootstrap bookworm into $FR_DIR/bookworm-$FR_KEY (a few minutes, once)"
 	mkdir -p "$FR_DIR/debs"
@@ -109,6 +113,7 @@ freshroot_prepare() {
 	# Older roots, built over a day ago (a fresh one may be in use elsewhere).
 	find "$FR_DIR" -mindepth 1 -maxdepth 1 -name 'bookworm-*' ! -name "bookworm-$FR_KEY" \
 		-mtime +0 -exec rm -rf {} + 2>/dev/null || true
+	exec 8>&-
 }
 
 # The crates, vendored on the host (cargo vendor; keyed by Cargo.lock).
