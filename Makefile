@@ -81,7 +81,7 @@ $(error LINKER must be zig or gnu, not '$(LINKER)')
 endif
 
 .PHONY: all lib header deps deps-cbindgen check check-unit check-abi check-vm check-sanitize fuzz demo compat bench \
-        install install-debug uninstall clean zig deb deps-deb check-deb check-freshroot check-man
+        install install-debug uninstall clean zig deb deps-deb check-deb check-freshroot check-install
 
 all: lib $(BUILD)/pkgconfig/rsverbs.pc
 
@@ -233,8 +233,8 @@ check-freshroot:
 	ctest/freshroot.sh
 check-deb:
 	ctest/deb.sh
-check-man:
-	ctest/man.sh
+check-install:
+	ctest/install.sh
 
 clean:
 	$(CARGO) clean
