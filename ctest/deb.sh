@@ -12,7 +12,7 @@
 #      behind.
 # The packages and lintian's output stay in ctest/out/deb/.  Needs root.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 # shellcheck source=ctest/freshroot.sh
 source ctest/freshroot.sh
 # shellcheck source=ctest/lib.sh
