@@ -4,7 +4,7 @@
 # warning mode, and man -l as a user reads them), and a stripped library whose
 # debug info make install-debug puts where its .gnu_debuglink leads gdb.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 source ctest/lib.sh
 for page in docs/man/*.[1-8]; do
   name=$(basename "$page")
