@@ -153,7 +153,8 @@ pub unsafe extern "C" fn rsverbs_mcast_attachments(
 ) -> c_int {
     // SAFETY: qp is checked non-NULL before it is read.
     if qp.is_null() || unsafe { (*qp).context }.is_null() {
-        return to_c(Err(NULL_ARG));
+        to_c(Err(NULL_ARG));
+        return -1;
     }
     // SAFETY: checked above.
     let key = unsafe { QpKey { ctx: (*qp).context as usize, handle: (*qp).handle } };

@@ -77,7 +77,8 @@ pub fn after_mcast(c: &Call<'_>, before: &[u16]) {
             );
         });
     }
-    if c.attach && c.rc == 0 && !before.contains(&c.lid) && !before.is_empty() {
+    let other = lid_mismatch(c.attach, c.rc, c.lid, before);
+    if let (true, Some(other)) = (c.attach, other) {
         hint(c.pid, "lid-mismatch", |l| {
             let _ = write!(
                 l,
@@ -85,11 +86,11 @@ pub fn after_mcast(c: &Call<'_>, before: &[u16]) {
                  attachment per (MGID, LID), the driver may keep one per MGID (rxe does). On Linux 6.1 (and 5.10 \
                  to 7.2) detaching both then answers 0 and EINVAL, the QP can never be destroyed (EBUSY) and the \
                  kernel warns at exit. Attach each MGID once, with one LID (0 on RoCE; the SA's MLID on InfiniBand).",
-                c.qpn, c.dev_name, before[0], c.lid
+                c.qpn, c.dev_name, other, c.lid
             );
         });
     }
-    if !c.attach && !before.is_empty() && !before.contains(&c.lid) {
+    if let (false, Some(other)) = (c.attach, other) {
         hint(c.pid, "lid-mismatch", |l| {
             let _ = write!(
                 l,
@@ -101,7 +102,7 @@ pub fn after_mcast(c: &Call<'_>, before: &[u16]) {
                 c.dev_name,
                 c.lid,
                 Res(c.rc),
-                before[0]
+                other
             );
         });
     }
@@ -111,6 +112,17 @@ pub fn after_mcast(c: &Call<'_>, before: &[u16]) {
     if c.attach && c.rc == 0 {
         no_ip_join(c);
     }
+}
+
+/// The LID that makes this call a `lid-mismatch`, if any: a successful
+/// attach of an MGID the QP already has with another LID, or any detach of
+/// an MGID the QP has only with other LIDs. `before`: the registry's LIDs
+/// for (QP, MGID) before the call.
+pub fn lid_mismatch(attach: bool, rc: i32, lid: u16, before: &[u16]) -> Option<u16> {
+    if before.contains(&lid) || (attach && rc != 0) {
+        return None;
+    }
+    before.first().copied()
 }
 
 fn limit(c: &Call<'_>) {
@@ -208,5 +220,25 @@ pub fn at_exit(pid: u32) {
                  detach each group first (ibv_detach_mcast, or rdma_leave_multicast), then destroy the QP."
             );
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lid_mismatch;
+
+    #[test]
+    fn lid_mismatch_cases() {
+        // attach (G, 0) then (G, 0xc001): fires, naming 0.
+        assert_eq!(lid_mismatch(true, 0, 0xc001, &[0]), Some(0));
+        // duplicate attach, first attach, failed attach: silent.
+        assert_eq!(lid_mismatch(true, 0, 0, &[0]), None);
+        assert_eq!(lid_mismatch(true, 0, 0, &[]), None);
+        assert_eq!(lid_mismatch(true, libc::EINVAL, 0xc001, &[0]), None);
+        // detach with another LID (whatever the kernel answers): fires.
+        assert_eq!(lid_mismatch(false, libc::EINVAL, 0x1234, &[0]), Some(0));
+        // detach with the LID of the attach, or of a group never attached: silent.
+        assert_eq!(lid_mismatch(false, 0, 0, &[0, 0xc001]), None);
+        assert_eq!(lid_mismatch(false, libc::EINVAL, 7, &[]), None);
     }
 }
