@@ -59,18 +59,23 @@ int main(int argc, char **argv)
 	struct ibv_qp *qp = new_qp_on(pd, cq, IBV_QPT_UD);
 	gid_from_hex(&g, "ff0e00000000000000000000000a0b00");
 
-	cycle(qp, "parent");
 	if (!strcmp(argv[1], "fork")) {
-		pid_t pid = fork();
-		if (pid == 0) {
-			cycle(qp, "child");
-			_exit(0);
+		/* A child forked before the parent's first verb call, then one
+		 * forked after the parent took the fast path. */
+		for (int round = 0; round < 2; round++) {
+			fflush(stdout);
+			pid_t pid = fork();
+			if (pid == 0) {
+				cycle(qp, round ? "child-after-parent-calls" : "child-before-any-call");
+				_exit(0);
+			}
+			int st = wait_bounded(pid, 60000);
+			char buf[32];
+			printf("child-%d %s\n", round, status_str(st, buf, sizeof(buf)));
+			cycle(qp, "parent");
 		}
-		int st = wait_bounded(pid, 60000);
-		char buf[32];
-		printf("child %s\n", status_str(st, buf, sizeof(buf)));
-		cycle(qp, "parent-after-fork");
 	} else {
+		cycle(qp, "parent");
 		/* Keep root's saved uid so that the objects can be destroyed. */
 		if (setresuid(65534, 65534, 0)) {
 			perror("setresuid");

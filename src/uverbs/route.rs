@@ -128,6 +128,18 @@ unsafe extern "C" {
     static __dso_handle: u8;
 }
 
+/// Registered when the library is loaded, so that a child forked before any
+/// verb call (a parent that opens the device, forks, and lets the child
+/// attach) is covered too.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static WATCH_FORKS_AT_LOAD: extern "C" fn() = {
+    extern "C" fn at_load() {
+        watch_forks();
+    }
+    at_load
+};
+
 /// Registers [`after_fork_in_child`] once per process, tied to this object.
 fn watch_forks() {
     static ONCE: Once = Once::new();
