@@ -81,7 +81,7 @@ $(error LINKER must be zig or gnu, not '$(LINKER)')
 endif
 
 .PHONY: all lib header deps deps-cbindgen check check-unit check-abi check-vm check-sanitize fuzz demo compat bench \
-        install install-debug uninstall clean zig deb deps-deb check-deb check-freshroot check-man
+        install install-debug uninstall clean zig deb deps-deb check-deb check-freshroot check-install
 
 all: lib $(BUILD)/pkgconfig/rsverbs.pc
 
@@ -216,7 +216,7 @@ deb: deps-deb
 	  git ls-files -z -c -o --exclude-standard | tar --null -T - --ignore-failed-read -cf - 2>/dev/null; \
 	else tar --exclude=./target --exclude=./build --exclude=./ctest/out -cf - .; fi | tar -C $(DEB_SRC) -xf -
 	cd $(DEB_SRC) && unmet=$$(dpkg-checkbuilddeps 2>&1 | sed -n 's/.*Unmet build dependencies: //p'); \
-	  rest=$$(echo "$$unmet" | tr ',' '\n' | grep -Ev '^ *(cargo|rustc)' | tr -d '\n '); \
+	  rest=$$(echo "$$unmet" | sed -E 's/(cargo|rustc)-web \([^)]*\) \| (cargo|rustc) \([^)]*\)//g' | tr -d ' ,'); \
 	  flags=; if [ -n "$$unmet" ] && [ -z "$$rest" ] && [ "$$($(CURDIR)/ctest/deps.sh --cargo-ok)" = ok ]; then \
 	    echo "deb: building with $$(cargo --version) from PATH, not a Debian package (dpkg-buildpackage -d)"; flags=-d; fi; \
 	  dpkg-buildpackage -b -us -uc $$flags $(DEB_BUILD_FLAGS)
@@ -233,8 +233,8 @@ check-freshroot:
 	ctest/freshroot.sh
 check-deb:
 	ctest/deb.sh
-check-man:
-	ctest/man.sh
+check-install:
+	ctest/install.sh
 
 clean:
 	$(CARGO) clean

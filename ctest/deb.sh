@@ -12,7 +12,7 @@
 #      behind.
 # The packages and lintian's output stay in ctest/out/deb/.  Needs root.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 # shellcheck source=ctest/freshroot.sh
 source ctest/freshroot.sh
 # shellcheck source=ctest/lib.sh
@@ -44,7 +44,7 @@ check "make deb in a clean bookworm root (cargo-web, GNU ld, build dependencies 
 check "build dependencies satisfied by packages (no dpkg-buildpackage -d)" bash -c "! grep -q '^deb: building with' '$out/build.log'"
 check "dpkg-gensymbols -c4: the symbols file is exact" bash -c "grep -q 'dpkg-gensymbols.*-c4' '$out/build.log' && ! grep -q 'dpkg-gensymbols: warning' '$out/build.log'"
 for p in librsverbs1 librsverbs-dev librsverbs1-dbgsym; do
-  f=$(ls "$out/${p}_"*.deb 2>/dev/null | head -1)
+  f=$(find "$out" -maxdepth 1 -name "${p}_*.deb" | head -1)
   check "package $p built${f:+ ($(stat -c %s "$f") bytes)}" test -n "$f"
 done
 if command -v lintian >/dev/null; then
@@ -62,6 +62,7 @@ fi
 work=$FR_DIR/deb-install.$$
 rm -rf "$work"
 t=$SECONDS
+# shellcheck disable=SC2016 # run by bash in the root
 freshroot_run "$work" '
 cd /src
 SUITE=deb-install RESULTS_DIR=/results

@@ -70,6 +70,10 @@ freshroot_prepare() {
 	fr_key
 	FR_ROOT=$FR_DIR/bookworm-$FR_KEY/root
 	[[ -d $FR_ROOT ]] && return 0
+	mkdir -p "$FR_DIR"
+	exec 8>"$FR_DIR/.lock" # one debootstrap at a time (make check in two checkouts)
+	flock 8
+	[[ -d $FR_ROOT ]] && { exec 8>&-; return 0; }
 	local tmp=$FR_DIR/bookworm-$FR_KEY.tmp.$$ t0=$SECONDS
 	fr_log "debootstrap bookworm into $FR_DIR/bookworm-$FR_KEY (a few minutes, once)"
 	mkdir -p "$FR_DIR/debs"
@@ -91,6 +95,7 @@ freshroot_prepare() {
 	apt-config dump 2>/dev/null | grep -E '^Acquire::(Check-Valid-Until|Check-Date|(http|https|ftp)::Proxy(::[^ ]*)?) ' |
 		sed 's/$/;/' >"$tmp/root/etc/apt/apt.conf.d/50host" || true
 	cp /etc/resolv.conf "$tmp/root/etc/resolv.conf" 2>/dev/null || true
+	# shellcheck disable=SC2016 # expanded by the inner shell
 	if ! unshare --mount --fork sh -c '
 		mount -t proc proc "$1/proc" && mount --bind /dev "$1/dev" &&
 		chroot "$1" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8 \
@@ -109,6 +114,7 @@ freshroot_prepare() {
 	# Older roots, built over a day ago (a fresh one may be in use elsewhere).
 	find "$FR_DIR" -mindepth 1 -maxdepth 1 -name 'bookworm-*' ! -name "bookworm-$FR_KEY" \
 		-mtime +0 -exec rm -rf {} + 2>/dev/null || true
+	exec 8>&-
 }
 
 # The crates, vendored on the host (cargo vendor; keyed by Cargo.lock).
@@ -150,6 +156,7 @@ freshroot_run() {
 	local zig
 	zig=$FR_CACHE/zig-$(sed -n 's/^ZIG_VERSION *:= *//p' "$FR_REPO/Makefile")
 	mkdir -p "$FR_DIR/zig-cache"
+	# shellcheck disable=SC2016 # expanded by the inner shell
 	unshare --mount --net --fork bash -c '
 		set -e
 		w=$1 root=$2 vendor=$3 zig=$4 zigcache=$5; shift 5
@@ -174,6 +181,7 @@ freshroot_run() {
 
 # Inside the root: the build, then the host-side suites, their results
 # written straight into the host's ctest/out under their own suite names.
+# shellcheck disable=SC2016 # run by bash in the root
 FR_SCRIPT='
 cd /src
 echo "root: $(. /etc/os-release; echo "$PRETTY_NAME"), $(cargo --version) ($(dpkg -S /usr/bin/cargo | cut -d: -f1)), $(rustc --version), $(ld --version | head -1)"
@@ -200,8 +208,9 @@ freshroot_main() {
 	[[ $EUID == 0 ]] || { fail "needs root (debootstrap, chroot, namespaces)"; finish; return; }
 	if ! command -v debootstrap >/dev/null; then
 		fr_log "installing debootstrap"
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null ||
-			{ fail "apt-get install debootstrap"; finish; return; }
+		if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }; then
+			fail "apt-get install debootstrap"; finish; return
+		fi
 	fi
 	fr_mirrors
 	fr_key
@@ -220,6 +229,7 @@ freshroot_main() {
 	log=$(freshroot_run "$work" "$FR_SCRIPT" "$out:/results" 2>&1) || rc=$?
 	printf '%s\n' "$log"
 	rm -rf "$work"
+	# shellcheck disable=SC2016 # bash -c's own $1
 	check "no rustup in the root" bash -c '! grep -q "^FAIL rustup" <<<"$1"' _ "$log"
 	if grep -q '^BUILT' <<<"$log"; then
 		pass "make LINKER=gnu in the root, offline: $(sed -n 's/^BUILT //p' <<<"$log")"

@@ -61,6 +61,29 @@ int rsverbs_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t l
  */
 int rsverbs_query_gid_ex(struct ibv_context *context, uint32_t port_num, uint32_t gid_index, struct ibv_gid_entry *entry, uint32_t flags, size_t entry_size);
 
+/*
+ `rsverbs_mcast_attachments`: the multicast groups `qp` is attached to
+ through rsverbs, as (MGID, LID) pairs, in the order of the registry.
+ Up to `max` pairs are copied to `gids[i]` and `lids[i]` (either may be
+ NULL, then that half is not copied).
+
+ Returns the number of pairs (which may exceed `max`), or -1 with `errno`
+ set: EINVAL for a NULL `qp` or `qp->context`; EOPNOTSUPP when the
+ registry is off. The registry is kept only while `RSVERBS_TRACE` is set
+ (docs/trace.md): it lists the attaches made through rsverbs, since the
+ library was loaded, by this process and its parents, not yet detached.
+
+ # Safety
+ `qp` must be NULL or a live rdma-core QP; non-NULL `gids` and `lids`
+ must be writable for `max` elements.
+ */
+int rsverbs_mcast_attachments(const struct ibv_qp *qp, union ibv_gid *gids, uint16_t *lids, size_t max);
+
+/*
+ glibc 2.17 `secure_getenv`: NULL in setuid/setgid (AT_SECURE) processes.
+ */
+extern char *secure_getenv(const char *name);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

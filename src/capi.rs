@@ -8,13 +8,18 @@
 //! `_ibv_query_gid_ex@IBVERBS_1.11`, and never the `@IBVERBS_1.0` compat
 //! symbols that take `struct ibv_qp_1_0 *` (docs/kernel-abi.md §5).
 //!
+//! Each export first tests [`trace::enabled`] (one Relaxed load); only
+//! with `RSVERBS_TRACE` set does the call go through the trace, which
+//! calls the same body and restores `errno` (docs/trace.md).
+//!
 //! Panics cannot cross this boundary: the library is built with
 //! `panic = "abort"`, and no code path below calls `unwrap`, `expect` or
 //! indexing that can fail on caller data.
 
 use crate::abi::{ibv_context, ibv_gid, ibv_gid_entry, ibv_qp};
 use crate::error::{Error, to_c};
-use crate::{gid, mcast};
+use crate::registry::QpKey;
+use crate::{gid, mcast, trace};
 use core::ffi::c_int;
 
 #[cfg(not(any(test, feature = "no-symver")))]
@@ -36,13 +41,12 @@ const NULL_ARG: Error = Error::sys(libc::EINVAL);
 /// Non-NULL pointers must point at live objects created by rdma-core.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rsverbs_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
-    // SAFETY: qp is checked non-NULL before it is read; the rest is the
-    // caller's contract.
-    if qp.is_null() || gid.is_null() || unsafe { (*qp).context }.is_null() {
-        return to_c(Err(NULL_ARG));
+    if trace::enabled() {
+        // SAFETY: forwarded; the trace calls mcast_c with the same arguments.
+        return unsafe { trace::mcast(true, qp, gid, lid, mcast_c) };
     }
-    // SAFETY: checked above; validity is the caller's contract.
-    to_c(unsafe { mcast::run(mcast::Op::Attach, qp, gid, lid) })
+    // SAFETY: the caller's contract.
+    unsafe { mcast_c(true, qp, gid, lid) }
 }
 
 /// `ibv_detach_mcast`: detach `qp` from the multicast group `gid`/`lid`.
@@ -54,12 +58,28 @@ pub unsafe extern "C" fn rsverbs_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_g
 /// Non-NULL pointers must point at live objects created by rdma-core.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rsverbs_detach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
-    // SAFETY: as in rsverbs_attach_mcast.
+    if trace::enabled() {
+        // SAFETY: as in rsverbs_attach_mcast.
+        return unsafe { trace::mcast(false, qp, gid, lid, mcast_c) };
+    }
+    // SAFETY: the caller's contract.
+    unsafe { mcast_c(false, qp, gid, lid) }
+}
+
+/// Attach (`attach`) or detach: check → call → map.
+///
+/// # Safety
+/// As the exports'.
+#[inline(always)]
+unsafe fn mcast_c(attach: bool, qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
+    // SAFETY: qp is checked non-NULL before it is read; the rest is the
+    // caller's contract.
     if qp.is_null() || gid.is_null() || unsafe { (*qp).context }.is_null() {
         return to_c(Err(NULL_ARG));
     }
-    // SAFETY: as in rsverbs_attach_mcast.
-    to_c(unsafe { mcast::run(mcast::Op::Detach, qp, gid, lid) })
+    let op = if attach { mcast::Op::Attach } else { mcast::Op::Detach };
+    // SAFETY: checked above; validity is the caller's contract.
+    to_c(unsafe { mcast::run(op, qp, gid, lid) })
 }
 
 /// `_ibv_query_gid_ex`: read GID table entry `gid_index` of `port_num`.
@@ -81,10 +101,79 @@ pub unsafe extern "C" fn rsverbs_query_gid_ex(
     flags: u32,
     entry_size: usize,
 ) -> c_int {
+    if trace::enabled() {
+        // SAFETY: forwarded; the trace calls query_c with the same arguments.
+        return unsafe { trace::query_gid(context, port_num, gid_index, entry, flags, entry_size, query_c) };
+    }
+    // SAFETY: the caller's contract.
+    unsafe { query_c(context, port_num, gid_index, entry, flags, entry_size) }
+}
+
+/// `_ibv_query_gid_ex`: check → call → map.
+///
+/// # Safety
+/// As the export's.
+#[inline(always)]
+unsafe fn query_c(
+    context: *mut ibv_context,
+    port_num: u32,
+    gid_index: u32,
+    entry: *mut ibv_gid_entry,
+    flags: u32,
+    entry_size: usize,
+) -> c_int {
     if context.is_null() || entry.is_null() {
         return to_c(Err(NULL_ARG));
     }
     let query = gid::GidQuery { ctx: context, port_num, gid_index, entry, flags, entry_size };
     // SAFETY: checked above; validity is the caller's contract.
     to_c(unsafe { gid::query_gid_ex(&query) })
+}
+
+/// `rsverbs_mcast_attachments`: the multicast groups `qp` is attached to
+/// through rsverbs, as (MGID, LID) pairs, in the order of the registry.
+/// Up to `max` pairs are copied to `gids[i]` and `lids[i]` (either may be
+/// NULL, then that half is not copied).
+///
+/// Returns the number of pairs (which may exceed `max`), or -1 with `errno`
+/// set: EINVAL for a NULL `qp` or `qp->context`; EOPNOTSUPP when the
+/// registry is off. The registry is kept only while `RSVERBS_TRACE` is set
+/// (docs/trace.md): it lists the attaches made through rsverbs, since the
+/// library was loaded, by this process and its parents, not yet detached.
+///
+/// # Safety
+/// `qp` must be NULL or a live rdma-core QP; non-NULL `gids` and `lids`
+/// must be writable for `max` elements.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rsverbs_mcast_attachments(
+    qp: *const ibv_qp,
+    gids: *mut ibv_gid,
+    lids: *mut u16,
+    max: usize,
+) -> c_int {
+    // SAFETY: qp is checked non-NULL before it is read.
+    if qp.is_null() || unsafe { (*qp).context }.is_null() {
+        return to_c(Err(NULL_ARG));
+    }
+    // SAFETY: checked above.
+    let key = unsafe { QpKey { ctx: (*qp).context as usize, handle: (*qp).handle } };
+    let n = trace::attachments(key, |i, gid, lid| {
+        if i < max {
+            if !gids.is_null() {
+                // SAFETY: gids is writable for max elements and i < max.
+                unsafe { gids.add(i).write(ibv_gid { raw: gid }) };
+            }
+            if !lids.is_null() {
+                // SAFETY: as for gids.
+                unsafe { lids.add(i).write(lid) };
+            }
+        }
+    });
+    match n {
+        Some(n) => c_int::try_from(n).unwrap_or(c_int::MAX),
+        None => {
+            to_c(Err(Error::sys(libc::EOPNOTSUPP)));
+            -1
+        }
+    }
 }

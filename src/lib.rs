@@ -19,7 +19,9 @@
 //! - [`uverbs`]: command encoding (`ioctl`, `write`), the only syscalls on
 //!   `cmd_fd` (`exec`), driver_id discovery and per-context routes (`route`);
 //! - [`rdma_core`]: what differs by rdma-core release and provider;
-//! - [`error`]: the one error type and its mapping to C.
+//! - [`error`]: the one error type and its mapping to C;
+//! - [`trace`], [`registry`]: `RSVERBS_TRACE`, its hints, and the attachment
+//!   registry they read (docs/trace.md).
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
@@ -30,5 +32,7 @@ pub mod error;
 pub mod gid;
 pub mod mcast;
 pub mod rdma_core;
+pub mod registry;
 pub mod sysfs;
+pub mod trace;
 pub mod uverbs;

@@ -308,14 +308,21 @@ fn rdma_core_fallback(mask: usize, gid: &[u8], typ: &[u8], ndev: &[u8], index: u
 
 /// input: [present-mask, entry_size, index, len gid, len type, len ndev, bytes...]
 fn t_sysfs(d: &[u8]) -> Outcome {
+    /// The fake sysfs tree of one thread, removed when the thread ends.
+    struct Tree(PathBuf);
+    impl Drop for Tree {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
     thread_local! {
-        static DIR: PathBuf = {
+        static DIR: Tree = {
             let id = format!("{:?}", std::thread::current().id()).replace(|c: char| !c.is_ascii_alphanumeric(), "");
             let dir = std::env::temp_dir().join(format!("rsverbs-fuzz-{}-{id}", std::process::id()));
             for sub in ["ports/1/gids", "ports/1/gid_attrs/types", "ports/1/gid_attrs/ndevs"] {
                 std::fs::create_dir_all(dir.join(sub)).unwrap();
             }
-            dir
+            Tree(dir)
         };
     }
     let h = |i: usize| usize::from(*d.get(i).unwrap_or(&0));
@@ -328,7 +335,7 @@ fn t_sysfs(d: &[u8]) -> Outcome {
         a.to_vec()
     };
     let (gid, typ, ndev) = (take(h(3) % 48), take(h(4) % 16), take(h(5) % 24));
-    DIR.with(|dir| {
+    DIR.with(|Tree(dir)| {
         let port = dir.join("ports/1");
         for (bit, sub, content) in [(1, "gids", &gid), (2, "gid_attrs/types", &typ), (4, "gid_attrs/ndevs", &ndev)] {
             let f = port.join(sub).join(index.to_string());

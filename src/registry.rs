@@ -1,0 +1,248 @@
+//! The attachment registry: per QP, the (MGID, LID) pairs attached through
+//! rsverbs and not yet detached. uverbs keeps the same list per QP
+//! (kernel uverbs_cmd.c `ib_uverbs_attach_mcast`: one entry per (MGID,
+//! LID), a duplicate attach is a no-op; `ib_uverbs_detach_mcast` removes
+//! it), but never shows it to user space.
+//!
+//! Maintained only while `RSVERBS_TRACE` is on (docs/trace.md): with it off
+//! the verbs never touch it. A QP is keyed as the kernel keys it, by its
+//! context and its handle (`ibv_qp.handle` is scoped to the context's fd),
+//! so a copy of a `struct ibv_qp` is the same QP.
+//!
+//! Lock-free and fork-safe, like the route table (uverbs/table.rs): a fixed
+//! array of slots, each claimed with a CAS and published with a release
+//! store; readers check a slot's generation before and after reading it
+//! (a seqlock without a writer lock). A forked child inherits the entries
+//! and their pid; at exit each process reports only its own. When all
+//! `CAP` slots are taken, further attachments are not recorded.
+
+use core::sync::atomic::{AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release, fence};
+
+/// Slots (64 bytes each, in .bss: untouched pages cost nothing).
+pub const CAP: usize = 4096;
+
+const FREE: u64 = 0;
+const BUSY: u64 = 1;
+const LIVE: u64 = 2;
+
+struct Slot {
+    /// `generation << 2 | state`; every transition bumps the generation.
+    state: AtomicU64,
+    ctx: AtomicU64,
+    /// handle | pid << 32
+    handle_pid: AtomicU64,
+    gid: [AtomicU64; 2],
+    /// lid | qpn << 16
+    lid_qpn: AtomicU64,
+    dev: [AtomicU64; 2],
+}
+
+static SLOTS: [Slot; CAP] = [const {
+    Slot {
+        state: AtomicU64::new(0),
+        ctx: AtomicU64::new(0),
+        handle_pid: AtomicU64::new(0),
+        gid: [AtomicU64::new(0), AtomicU64::new(0)],
+        lid_qpn: AtomicU64::new(0),
+        dev: [AtomicU64::new(0), AtomicU64::new(0)],
+    }
+}; CAP];
+
+/// A QP as the kernel knows it: its context and handle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpKey {
+    pub ctx: usize,
+    pub handle: u32,
+}
+
+/// One recorded attachment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Attachment {
+    pub qp: QpKey,
+    /// The process that attached it.
+    pub pid: u32,
+    pub qpn: u32,
+    pub gid: [u8; 16],
+    pub lid: u16,
+    /// The device name, cut at 16 bytes, NUL-padded.
+    pub dev: [u8; 16],
+}
+
+impl Attachment {
+    pub fn dev_name(&self) -> &str {
+        let end = self.dev.iter().position(|&c| c == 0).unwrap_or(16);
+        core::str::from_utf8(&self.dev[..end]).unwrap_or("?")
+    }
+}
+
+fn halves(b: &[u8; 16]) -> [u64; 2] {
+    let mut lo = [0u8; 8];
+    let mut hi = [0u8; 8];
+    lo.copy_from_slice(&b[..8]);
+    hi.copy_from_slice(&b[8..]);
+    [u64::from_ne_bytes(lo), u64::from_ne_bytes(hi)]
+}
+
+fn join(h: [u64; 2]) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&h[0].to_ne_bytes());
+    b[8..].copy_from_slice(&h[1].to_ne_bytes());
+    b
+}
+
+/// A consistent copy of a live slot, or None.
+fn read(s: &Slot) -> Option<Attachment> {
+    let s1 = s.state.load(Acquire);
+    if s1 & 3 != LIVE {
+        return None;
+    }
+    let ctx = s.ctx.load(Relaxed) as usize;
+    let hp = s.handle_pid.load(Relaxed);
+    let gid = join([s.gid[0].load(Relaxed), s.gid[1].load(Relaxed)]);
+    let lq = s.lid_qpn.load(Relaxed);
+    let dev = join([s.dev[0].load(Relaxed), s.dev[1].load(Relaxed)]);
+    fence(Acquire);
+    (s.state.load(Relaxed) == s1).then_some(Attachment {
+        qp: QpKey { ctx, handle: hp as u32 },
+        pid: (hp >> 32) as u32,
+        qpn: (lq >> 16) as u32,
+        gid,
+        lid: lq as u16,
+        dev,
+    })
+}
+
+/// Every live attachment.
+pub fn each(mut f: impl FnMut(&Attachment)) {
+    for s in &SLOTS {
+        if let Some(a) = read(s) {
+            f(&a);
+        }
+    }
+}
+
+/// The LIDs `qp` has `gid` attached with.
+pub fn lids(qp: QpKey, gid: &[u8; 16]) -> Vec<u16> {
+    let mut v = Vec::new();
+    each(|a| {
+        if a.qp == qp && a.gid == *gid && !v.contains(&a.lid) {
+            v.push(a.lid);
+        }
+    });
+    v
+}
+
+/// The result of [`insert`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Insert {
+    Added,
+    /// Already recorded: a duplicate attach is one entry.
+    Duplicate,
+    /// Every slot is taken: not recorded.
+    Full,
+}
+
+/// Records a successful attach.
+pub fn insert(a: &Attachment) -> Insert {
+    if lids(a.qp, &a.gid).contains(&a.lid) {
+        return Insert::Duplicate;
+    }
+    for s in &SLOTS {
+        let cur = s.state.load(Acquire);
+        if cur & 3 != FREE {
+            continue;
+        }
+        let generation = cur >> 2;
+        if s.state.compare_exchange(cur, ((generation + 1) << 2) | BUSY, Acquire, Relaxed).is_err() {
+            continue;
+        }
+        s.ctx.store(a.qp.ctx as u64, Relaxed);
+        s.handle_pid.store(u64::from(a.qp.handle) | (u64::from(a.pid) << 32), Relaxed);
+        let g = halves(&a.gid);
+        s.gid[0].store(g[0], Relaxed);
+        s.gid[1].store(g[1], Relaxed);
+        s.lid_qpn.store(u64::from(a.lid) | (u64::from(a.qpn) << 16), Relaxed);
+        let d = halves(&a.dev);
+        s.dev[0].store(d[0], Relaxed);
+        s.dev[1].store(d[1], Relaxed);
+        s.state.store(((generation + 2) << 2) | LIVE, Release);
+        return Insert::Added;
+    }
+    Insert::Full
+}
+
+/// Records a successful detach: removes every entry of (qp, gid, lid).
+/// Returns how many were removed (more than one only after two threads
+/// raced to record the same attach).
+pub fn remove(qp: QpKey, gid: &[u8; 16], lid: u16) -> usize {
+    let mut n = 0;
+    for s in &SLOTS {
+        let cur = s.state.load(Acquire);
+        match read(s) {
+            Some(a) if a.qp == qp && a.gid == *gid && a.lid == lid => {}
+            _ => continue,
+        }
+        let generation = cur >> 2;
+        if s.state.compare_exchange(cur, ((generation + 1) << 2) | BUSY, Acquire, Relaxed).is_ok() {
+            s.state.store(((generation + 2) << 2) | FREE, Release);
+            n += 1;
+        }
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn att(ctx: usize, handle: u32, g: u8, lid: u16) -> Attachment {
+        let mut gid = [0u8; 16];
+        gid[0] = 0xff;
+        gid[15] = g;
+        Attachment { qp: QpKey { ctx, handle }, pid: 1, qpn: 17, gid, lid, dev: *b"rxe1\0\0\0\0\0\0\0\0\0\0\0\0" }
+    }
+
+    #[test]
+    fn duplicate_is_one_entry_and_detach_removes_it() {
+        let a = att(0x5000, 3, 1, 0);
+        assert_eq!(insert(&a), Insert::Added);
+        assert_eq!(insert(&a), Insert::Duplicate);
+        assert_eq!(lids(a.qp, &a.gid), vec![0]);
+        let b = att(0x5000, 3, 1, 0xc001);
+        assert_eq!(insert(&b), Insert::Added);
+        assert_eq!(lids(a.qp, &a.gid), vec![0, 0xc001]);
+        assert_eq!(remove(a.qp, &a.gid, 0), 1);
+        assert_eq!(remove(a.qp, &a.gid, 0), 0);
+        assert_eq!(lids(a.qp, &a.gid), vec![0xc001]);
+        assert_eq!(remove(b.qp, &b.gid, 0xc001), 1);
+        let mut n = 0;
+        each(|x| n += usize::from(x.qp == a.qp));
+        assert_eq!(n, 0);
+        assert_eq!(a.dev_name(), "rxe1");
+    }
+
+    #[test]
+    fn qps_are_apart_and_threads_agree() {
+        let threads: Vec<_> = (0..4u32)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    for i in 0..200u8 {
+                        let a = att(0x9000, 100 + t, i, 0);
+                        assert_eq!(insert(&a), Insert::Added);
+                    }
+                    for i in (0..200u8).step_by(2) {
+                        assert_eq!(remove(QpKey { ctx: 0x9000, handle: 100 + t }, &att(0, 0, i, 0).gid, 0), 1);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("thread");
+        }
+        for t in 0..4u32 {
+            let mut n = 0;
+            each(|x| n += usize::from(x.qp == QpKey { ctx: 0x9000, handle: 100 + t }));
+            assert_eq!(n, 100);
+        }
+    }
+}

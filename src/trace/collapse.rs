@@ -1,0 +1,129 @@
+//! Consecutive ENODATA answers of `_ibv_query_gid_ex` for one context and
+//! port (a full GID-table walk, as perftest does) collapse into one line:
+//! `index=3..1023 ... result=ENODATA(61) ×1021`.
+//!
+//! One pending run for the process, behind a try-lock that is never waited
+//! on: a thread that finds it taken (another thread inside, or a child
+//! forked while a thread was inside) writes its line uncollapsed. A run
+//! belongs to the process that started it, so a forked child never prints
+//! its parent's run. The run is written before any other traced call's
+//! line and at exit.
+
+use super::format::{Line, Res};
+use core::cell::UnsafeCell;
+use core::fmt::Write;
+use core::sync::atomic::{AtomicBool, Ordering::Acquire, Ordering::Release};
+
+/// The query's arguments that a run shares, and its device name.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct RunKey {
+    pub pid: u32,
+    pub ctx: usize,
+    pub port: u32,
+    pub flags: u32,
+    pub entry_size: usize,
+    pub dev: [u8; 64],
+}
+
+#[derive(Clone, Copy)]
+struct Run {
+    key: RunKey,
+    first: u32,
+    last: u32,
+    count: u64,
+}
+
+struct Pending {
+    busy: AtomicBool,
+    run: UnsafeCell<Option<Run>>,
+}
+
+// SAFETY: `run` is only touched by the thread that set `busy`.
+unsafe impl Sync for Pending {}
+
+static PENDING: Pending = Pending { busy: AtomicBool::new(false), run: UnsafeCell::new(None) };
+
+/// Runs `f` on the pending run when the try-lock is free; None otherwise.
+fn with<R>(f: impl FnOnce(&mut Option<Run>) -> R) -> Option<R> {
+    if PENDING.busy.compare_exchange(false, true, Acquire, Acquire).is_err() {
+        return None;
+    }
+    // SAFETY: we hold `busy`.
+    let r = f(unsafe { &mut *PENDING.run.get() });
+    PENDING.busy.store(false, Release);
+    Some(r)
+}
+
+/// The line of a run (or of one uncollapsed ENODATA answer).
+pub fn line(key: &RunKey, first: u32, last: u32, count: u64) -> Line {
+    let mut l = Line::new(key.pid);
+    let dev = crate::trace::format::c_field(
+        // SAFETY: u8 and c_char have the same layout.
+        unsafe { &*(&key.dev as *const [u8; 64] as *const [core::ffi::c_char; 64]) },
+    );
+    let _ = write!(l, "_ibv_query_gid_ex dev={dev} port={} index={first}", key.port);
+    if count > 1 {
+        let _ = write!(l, "..{last}");
+    }
+    let _ = write!(l, " flags={:#x} entry_size={} result={}", key.flags, key.entry_size, Res(libc::ENODATA));
+    if count > 1 {
+        let _ = write!(l, " ×{count}");
+    }
+    l
+}
+
+fn emit(r: &Run) {
+    super::sink::emit(line(&r.key, r.first, r.last, r.count).finish());
+}
+
+/// An ENODATA answer: extends the pending run, or writes the pending run
+/// and starts a new one. Without the try-lock, writes it alone.
+pub fn enodata(key: RunKey, index: u32) {
+    let done = with(|pending| {
+        match pending {
+            Some(r) if r.key == key && index == r.last.wrapping_add(1) => {
+                r.last = index;
+                r.count += 1;
+                return;
+            }
+            Some(r) if r.key.pid == key.pid => emit(r),
+            _ => {}
+        }
+        *pending = Some(Run { key, first: index, last: index, count: 1 });
+    });
+    if done.is_none() {
+        super::sink::emit(line(&key, index, index, 1).finish());
+    }
+}
+
+/// Writes the pending run of this process, if any.
+pub fn flush(pid: u32) {
+    with(|pending| {
+        if let Some(r) = pending.take() {
+            if r.key.pid == pid {
+                emit(&r);
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_lines() {
+        let mut dev = [0u8; 64];
+        dev[..4].copy_from_slice(b"rxe1");
+        let key = RunKey { pid: 42, ctx: 1, port: 1, flags: 0, entry_size: 32, dev };
+        assert_eq!(
+            line(&key, 3, 1023, 1021).as_bytes(),
+            "rsverbs[42]: _ibv_query_gid_ex dev=rxe1 port=1 index=3..1023 flags=0x0 entry_size=32 result=ENODATA(61) ×1021"
+                .as_bytes()
+        );
+        assert_eq!(
+            line(&key, 5, 5, 1).as_bytes(),
+            b"rsverbs[42]: _ibv_query_gid_ex dev=rxe1 port=1 index=5 flags=0x0 entry_size=32 result=ENODATA(61)"
+        );
+    }
+}

@@ -1,0 +1,212 @@
+//! The hints (`RSVERBS_TRACE=hints`): `rsverbs[PID]: hint[ID]: ...` lines
+//! that name the probable cause of a result and the fix. The IDs are
+//! stable; docs/trace.md shows each with an example.
+
+use super::facts;
+use super::format::{Line, Res, is_multicast, qp_type, v4_mapped};
+use crate::abi::ibv_device;
+use crate::registry::{self, QpKey};
+use crate::uverbs::route::Key;
+use core::fmt::Write;
+use core::net::Ipv6Addr;
+
+/// `IBV_QPT_UD` (verbs.h).
+const IBV_QPT_UD: i32 = 4;
+
+/// One traced attach or detach, with what the trace already knows.
+pub struct Call<'a> {
+    pub pid: u32,
+    pub attach: bool,
+    pub dev: &'a ibv_device,
+    pub dev_name: &'a str,
+    pub port: Option<u32>,
+    pub route: Key,
+    pub qp: QpKey,
+    pub qpn: u32,
+    pub qp_type: i32,
+    pub gid: [u8; 16],
+    pub lid: u16,
+    pub rc: i32,
+}
+
+/// A group as users write it: `239.1.1.1` for a v4-mapped MGID, else IPv6.
+struct Group<'a>(&'a [u8; 16]);
+
+impl core::fmt::Display for Group<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match v4_mapped(self.0) {
+            Some(v4) => write!(f, "{v4}"),
+            None => write!(f, "{}", Ipv6Addr::from(*self.0)),
+        }
+    }
+}
+
+fn hint(pid: u32, id: &str, body: impl FnOnce(&mut Line)) {
+    let mut l = Line::new(pid);
+    let _ = write!(l, "hint[{id}]: ");
+    body(&mut l);
+    super::sink::emit(l.finish());
+}
+
+/// The hints of one attach or detach. `before`: the LIDs the registry had
+/// for this QP and MGID before the call.
+pub fn after_mcast(c: &Call<'_>, before: &[u16]) {
+    let g = Group(&c.gid);
+    if c.rc == libc::EINVAL && !is_multicast(&c.gid) {
+        hint(c.pid, "not-multicast", |l| {
+            let _ = write!(
+                l,
+                "{}: the MGID {} is not a multicast address: the kernel accepts only ff00::/8, or ::ffff:224.0.0.0/4 \
+                 for an IPv4 group (rdma_is_multicast_addr). For the IPv4 group G the MGID is ::ffff:G, \
+                 e.g. ::ffff:239.1.1.1; a unicast address such as a host's own IP is a common slip.",
+                Res(c.rc),
+                Ipv6Addr::from(c.gid)
+            );
+        });
+    }
+    if c.rc == libc::EINVAL && c.qp_type != IBV_QPT_UD {
+        hint(c.pid, "not-ud", |l| {
+            let _ = write!(
+                l,
+                "{}: QP {:#x} on {} is {}: only UD QPs can be attached to multicast groups (kernel \
+                 ib_attach_mcast). Create the QP with qp_type IBV_QPT_UD (rdma_cm: RDMA_PS_UDP).",
+                Res(c.rc),
+                c.qpn,
+                c.dev_name,
+                qp_type(c.qp_type)
+            );
+        });
+    }
+    if c.attach && c.rc == 0 && !before.contains(&c.lid) && !before.is_empty() {
+        hint(c.pid, "lid-mismatch", |l| {
+            let _ = write!(
+                l,
+                "QP {:#x} on {} is now attached to {g} with LID {:#06x} and with LID {:#06x}: uverbs keeps one \
+                 attachment per (MGID, LID), the driver may keep one per MGID (rxe does). On Linux 6.1 (and 5.10 \
+                 to 7.2) detaching both then answers 0 and EINVAL, the QP can never be destroyed (EBUSY) and the \
+                 kernel warns at exit. Attach each MGID once, with one LID (0 on RoCE; the SA's MLID on InfiniBand).",
+                c.qpn, c.dev_name, before[0], c.lid
+            );
+        });
+    }
+    if !c.attach && !before.is_empty() && !before.contains(&c.lid) {
+        hint(c.pid, "lid-mismatch", |l| {
+            let _ = write!(
+                l,
+                "detach of {g} from QP {:#x} on {} with LID {:#06x} ({}), but this QP attached it with LID {:#06x}: \
+                 uverbs matches the (MGID, LID) pair, so the attachment stays and ibv_destroy_qp will fail with \
+                 EBUSY. Detach with the LID used to attach. (On Linux 6.1 attaching one MGID with two LIDs and \
+                 detaching both leaves the QP undestroyable and makes the kernel warn at exit.)",
+                c.qpn,
+                c.dev_name,
+                c.lid,
+                Res(c.rc),
+                before[0]
+            );
+        });
+    }
+    if c.attach && c.rc == libc::ENOMEM {
+        limit(c);
+    }
+    if c.attach && c.rc == 0 {
+        no_ip_join(c);
+    }
+}
+
+fn limit(c: &Call<'_>) {
+    let mut groups = 0;
+    registry::each(|a| groups += usize::from(a.qp == c.qp));
+    let limits = facts::mcast_limits(c.route);
+    hint(c.pid, "limit", |l| {
+        let _ = write!(l, "ENOMEM(12) attaching {} to QP {:#x} on {}: a multicast limit of the device is reached", Group(&c.gid), c.qpn, c.dev_name);
+        match limits {
+            Some((grp, qp_attach, total)) => {
+                let _ = write!(
+                    l,
+                    " (ibv_query_device: max_mcast_grp={grp} groups, max_mcast_qp_attach={qp_attach} QPs per group, \
+                     max_total_mcast_qp_attach={total} attachments)"
+                );
+            }
+            None => {
+                let _ = write!(l, " (ibv_query_device: max_mcast_grp, max_mcast_qp_attach)");
+            }
+        }
+        let _ = write!(
+            l,
+            "; this QP has {groups} groups attached through rsverbs. Detach groups and QPs no longer needed, or \
+             spread the receivers: fewer QPs per group (one QP can serve several groups), or fewer groups per device."
+        );
+    });
+}
+
+fn no_ip_join(c: &Call<'_>) {
+    let Some(port) = c.port else { return };
+    if !facts::is_ethernet(c.dev, port) {
+        return;
+    }
+    let Some(netdev) = facts::port_netdev(c.dev, port) else { return };
+    if facts::ip_joined(&netdev, &c.gid) != Some(false) {
+        return;
+    }
+    let g = Group(&c.gid);
+    let v4 = v4_mapped(&c.gid).is_some();
+    hint(c.pid, "no-ip-join", |l| {
+        let _ = write!(
+            l,
+            "QP {:#x} on {} port {port} is attached to {g}, but {netdev}, the netdev of the port's GIDs, has not \
+             joined {g} at IP level ({}): ibv_attach_mcast never does, so the NIC's multicast filter, \
+             IGMP/MLD-snooping switches and the IP layer drop the group's traffic and nothing arrives. Join it on \
+             {netdev}: ",
+            c.qpn,
+            c.dev_name,
+            if v4 { "/proc/net/igmp" } else { "/proc/net/igmp6" }
+        );
+        if v4 {
+            let _ = write!(
+                l,
+                "'ip addr add {g}/32 dev {netdev} autojoin' (or IP_ADD_MEMBERSHIP on a socket), or join through \
+                 rdma_cm (rdma_join_multicast), which joins IPv4 groups at IP level for you."
+            );
+        } else {
+            let _ = write!(
+                l,
+                "'ip -6 addr add {g}/128 dev {netdev} autojoin' (or IPV6_ADD_MEMBERSHIP on a socket); rdma_cm does \
+                 not join IPv6 groups at IP level."
+            );
+        }
+    });
+}
+
+/// At exit: every QP this process attached and did not detach.
+pub fn at_exit(pid: u32) {
+    // (QP, QPN, device, its groups)
+    type Groups = Vec<([u8; 16], u16)>;
+    let mut qps: Vec<(QpKey, u32, [u8; 16], Groups)> = Vec::new();
+    registry::each(|a| {
+        if a.pid != pid {
+            return;
+        }
+        match qps.iter_mut().find(|q| q.0 == a.qp) {
+            Some(q) => q.3.push((a.gid, a.lid)),
+            None => qps.push((a.qp, a.qpn, a.dev, vec![(a.gid, a.lid)])),
+        }
+    });
+    for (_, qpn, dev, groups) in qps {
+        let end = dev.iter().position(|&b| b == 0).unwrap_or(16);
+        let dev = core::str::from_utf8(&dev[..end]).unwrap_or("?");
+        hint(pid, "still-attached", |l| {
+            let _ = write!(l, "at exit, QP {qpn:#x} on {dev} is still attached to {} group(s):", groups.len());
+            for (i, (g, lid)) in groups.iter().enumerate().take(8) {
+                let _ = write!(l, "{} {} lid {lid:#06x}", if i == 0 { "" } else { "," }, Group(g));
+            }
+            if groups.len() > 8 {
+                let _ = write!(l, ", and {} more", groups.len() - 8);
+            }
+            let _ = write!(
+                l,
+                ". ibv_destroy_qp on it fails with EBUSY (kernel uverbs_cmd.c: a QP with attachments is busy); \
+                 detach each group first (ibv_detach_mcast, or rdma_leave_multicast), then destroy the QP."
+            );
+        });
+    }
+}
