@@ -80,7 +80,7 @@ else
 $(error LINKER must be zig or gnu, not '$(LINKER)')
 endif
 
-.PHONY: all lib header deps deps-cbindgen check check-unit check-abi check-vm check-sanitize fuzz demo compat bench \
+.PHONY: all lib header deps deps-cbindgen check check-unit check-abi check-vm check-sanitize fuzz demo compat bench matrix \
         install install-debug uninstall clean zig deb deps-deb check-deb check-freshroot check-install
 
 all: lib $(BUILD)/pkgconfig/rsverbs.pc
@@ -149,6 +149,11 @@ check-sanitize: all
 # Long fuzz run of the sysfs parsers (RSVERBS_FUZZ_SECS, default 600); make check replays the corpus.
 fuzz:
 	RSVERBS_FUZZ_SECS=$${RSVERBS_FUZZ_SECS:-600} $(CARGO) test --release --locked --test fuzz_parsers -- --ignored --nocapture fuzz_long
+
+# The real-kernel suites in every (userland, kernel) cell (ctest/matrix.sh;
+# RSVERBS_MATRIX_CELLS and RSVERBS_MATRIX_SUITES pick some).
+matrix: deps all
+	ctest/matrix.sh
 
 # Real clients (mckey, perftest, our relinked example) with and without rsverbs.
 compat: deps all

@@ -25,7 +25,8 @@ INITRD_MODULES=(virtio_pci 9pnet_virtio 9p)
 # does not say so (without it `rdma link add` fails with ENOENT); kernels
 # from 6.13 on have no crc32_generic (crc32 is a library there).  rdma_ucm
 # pulls in rdma_cm/ib_cm/iw_cm/configfs for librdmacm users (mckey, rping).
-STAGE2_MODULES=(crc32_generic rdma_rxe rdma_ucm dummy)
+# libcrc32c: what siw.ko needs (testbed/siw.sh; loaded with RSVERBS_SIW=1).
+STAGE2_MODULES=(crc32_generic rdma_rxe rdma_ucm dummy libcrc32c)
 
 KSUITE=${RSVERBS_KERNEL:-bookworm}
 USUITE=${RSVERBS_USERLAND:-bookworm}
@@ -349,6 +350,12 @@ prepare() {
 	fetch_kernel
 	build_initrd
 	prepare_userland
+	# siw (Soft-iWARP, a provider without a multicast op), built out of tree
+	# for this kernel; the guest loads it and adds siw0 on dummy0.
+	SIW_KO=""
+	if [[ ${RSVERBS_SIW:-0} == 1 ]]; then
+		SIW_KO=$("$TESTBED/siw.sh" "$KPKG" "$KPKGVER") || die "RSVERBS_SIW=1: no siw.ko for $KPKG"
+	fi
 	exec 9>&-
 	note "ready: kernel $KVER ($KPKGVER, $KSUITE), initramfs $INITRD, userland $USUITE ($UROOT)"
 }
@@ -399,6 +406,7 @@ run() {
 	# Host paths the guest must see even if under its tmpfs /tmp, /run, ...
 	# (or, with a userland root, anywhere): bound from the host root.
 	printf '%s\n' "$cwd" "$(dirname "$TESTBED")" >"$job/expose"
+	if [[ -n $SIW_KO ]]; then cp "$SIW_KO" "$job/siw.ko"; fi
 	# Guest directories also bound at their host paths: /out (read-write)
 	# and the job.
 	printf '%s %s\n' /out "$out" /run/rsverbs/job "$job" >"$job/binds"

@@ -205,20 +205,33 @@ grep -h '^mcgroup:' "$W/mcgroup-239.4.4.4-rsv"
 lap "mcgroup (6 runs)"
 
 # ---- 2. mckey (librdmacm joins, attaches and detaches) ---------------------
+# On Linux 6.12 and 7.2 (matrix cells), a receiver that has joined and
+# attached sometimes gets none of the sender's datagrams, with rdma-core
+# alone as with rsverbs (testbed/README.md). A pair that times out so is run
+# again, at most MCKEY_TRIES times in all, and every try is reported; the
+# calls compared below are those of the last try.
+MCKEY_TRIES=${MCKEY_TRIES:-3}
 for mode in ref pre; do
 	r=mckey-recv-$mode s=mckey-send-$mode
-	probes_clear
-	bg "$r" $mode mckey -m 239.2.2.2 -b $ADDR
-	rpid=$PID
-	# The sender's datagrams are lost unless the receiver has joined.
-	if until_ok 60 $rpid has_line "$W/$r" '^receiving data transfers$'; then
-		fg "$s" $mode mckey -m 239.2.2.2 -b $ADDR -s
-		status0 "$s" $RC
-	else
-		fail "$r: never ready to receive"
-		kill "$rpid" 2>/dev/null
-	fi
-	reap $rpid "$r"
+	for ((try = 1; try <= MCKEY_TRIES; try++)); do
+		probes_clear
+		bg "$r" $mode mckey -m 239.2.2.2 -b $ADDR
+		rpid=$PID
+		SRC=0
+		# The sender's datagrams are lost unless the receiver has joined.
+		if until_ok 60 $rpid has_line "$W/$r" '^receiving data transfers$'; then
+			fg "$s" $mode mckey -m 239.2.2.2 -b $ADDR -s
+			SRC=$RC
+		else
+			echo "never ready to receive" >> "$W/$r"
+			kill "$rpid" 2>/dev/null
+		fi
+		reap $rpid "$r"
+		echo "compat: mckey $mode try $try: receiver exit $RC, sender exit $SRC"
+		[ "$RC" -eq 124 ] && [ "$SRC" -eq 0 ] && ((try < MCKEY_TRIES)) || break
+		echo "compat: mckey $mode try $try: the receiver got nothing; trying again"
+	done
+	status0 "$s" $SRC
 	status0 "$r" $RC
 	probes_read "$W/mckey-$mode.calls"
 	for t in "$r" "$s"; do

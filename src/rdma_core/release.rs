@@ -43,13 +43,25 @@ fn number(digits: &[u8]) -> Option<u32> {
 /// The loaded libibverbs' release, found once per process.
 pub fn installed() -> Option<Release> {
     static FOUND: std::sync::OnceLock<Option<Release>> = std::sync::OnceLock::new();
-    *FOUND.get_or_init(|| parse_file_name(&loaded_path()?))
+    *FOUND.get_or_init(|| {
+        // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name.
+        let sym = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"ibv_get_device_list".as_ptr()) };
+        parse_file_name(&path_of(sym)?)
+    })
 }
 
-/// The resolved path of the object that defines `ibv_get_device_list`.
-fn loaded_path() -> Option<Vec<u8>> {
-    // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name.
-    let sym = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"ibv_get_device_list".as_ptr()) };
+/// The resolved path of the object that contains `sym`. Leaves `errno` as
+/// it was: it runs in the middle of a verb (the first detach that meets
+/// EIO), and glibc's realpath leaves EINVAL in `errno` even when it
+/// succeeds (its readlink of every component that is not a link).
+fn path_of(sym: *const core::ffi::c_void) -> Option<Vec<u8>> {
+    let saved = crate::error::errno();
+    let path = resolve(sym);
+    crate::error::set_errno(saved);
+    path
+}
+
+fn resolve(sym: *const core::ffi::c_void) -> Option<Vec<u8>> {
     if sym.is_null() {
         return None;
     }
@@ -93,6 +105,14 @@ mod tests {
         {
             assert_eq!(parse_file_name(name.as_bytes()), None, "{name}");
         }
+    }
+
+    #[test]
+    fn finding_a_path_leaves_errno_alone() {
+        crate::error::set_errno(4242);
+        let path = path_of(libc::malloc as *const core::ffi::c_void).expect("malloc is in a loaded object");
+        assert!(path.starts_with(b"/"), "{:?}", String::from_utf8_lossy(&path));
+        assert_eq!(crate::error::errno(), 4242);
     }
 
     #[test]

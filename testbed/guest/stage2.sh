@@ -75,13 +75,27 @@ done
 ready || die "rxe devices did not come up: $(ls /dev/infiniband 2>&1)"
 say "rxe0 rxe1 up after $(cut -d' ' -f1 /proc/uptime) s of guest uptime"
 
+# RSVERBS_SIW=1 on the host: siw0 (Soft-iWARP, testbed/siw.sh) on dummy0.
+SIW_ENV=()
+if [ -e $RSV/job/siw.ko ]; then
+	$BB insmod $RSV/job/siw.ko || die "insmod siw.ko"
+	rdma link add siw0 type siw netdev dummy0 || die "rdma link add siw0"
+	for ((i = 0; i < 100; i++)); do # at most ~10 s
+		[ -d /sys/class/infiniband/siw0 ] && break
+		sleep 0.1
+	done
+	[ -d /sys/class/infiniband/siw0 ] || die "siw0 did not come up"
+	SIW_ENV=(RSVERBS_SIW=1)
+	say "siw0 up"
+fi
+
 ulimit -l unlimited # ibv_reg_mr pins memory
 cd "$RSV_CWD" || die "cwd $RSV_CWD not visible in the guest"
 echo "RSVERBS_TESTBED_START $RSV_NONCE"
 env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
 	HOME=/tmp USER=root LOGNAME=root SHELL=/bin/bash TERM=dumb LANG=C.UTF-8 \
 	RSVERBS_GUEST=1 RSVERBS_OUT=/out RSVERBS_KERNEL="$RSV_KERNEL" RSVERBS_USERLAND="$RSV_USERLAND" \
-	"${RSV_CMD[@]}"
+	"${SIW_ENV[@]}" "${RSV_CMD[@]}"
 status=$?
 echo "RSVERBS_TESTBED_EXIT=$status $RSV_NONCE"
 sync
