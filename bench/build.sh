@@ -16,14 +16,24 @@ if ! cmp -s "$B/librsverbs.so.1" "$lib/librsverbs.so.1"; then
   mv -f "$lib/.librsverbs.so.1.$$" "$lib/librsverbs.so.1"
   ln -sf librsverbs.so.1 "$lib/librsverbs.so"
 fi
-if [ "$out/bench" -nt bench/bench.c ] && [ "$out/bench.rsv" -nt bench/bench.c ] &&
-   [ "$out/bench.rsv" -nt "$lib/librsverbs.so.1" ]; then
-  exit 0
-fi
+# build NAME SRC LIBS...: NAME (rdma-core) and NAME.rsv (relinked), when stale.
+build() {
+  local name=$1 src=$2; shift 2
+  if [ "$out/$name" -nt "$src" ] && [ "$out/$name.rsv" -nt "$src" ] && [ "$out/$name.rsv" -nt "$lib/librsverbs.so.1" ] &&
+     [ "$out/$name" -nt ctest/vm/common.h ]; then
+    return
+  fi
+  cc "${CFLAGS[@]}" -o "$out/$name" "$src" -libverbs "$@"
+  # shellcheck disable=SC2046
+  cc "${CFLAGS[@]}" -o "$out/$name.rsv" "$src" -L"$lib" $(pkg-config --cflags --libs rsverbs) -Wl,-rpath,"$lib" "$@"
+  echo "bench/build.sh: built bench/out/$name and bench/out/$name.rsv"
+}
 export PKG_CONFIG_PATH=$B/pkgconfig
 CFLAGS=(-O2 -g -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -Iinclude)
-cc "${CFLAGS[@]}" -o "$out/bench" bench/bench.c -libverbs -ldl -lm
-# shellcheck disable=SC2046
-cc "${CFLAGS[@]}" -o "$out/bench.rsv" bench/bench.c -L"$lib" $(pkg-config --cflags --libs rsverbs) \
-  -Wl,-rpath,"$lib" -ldl -lm
-echo "bench/build.sh: built bench/out/bench and bench/out/bench.rsv (librsverbs.so.1 copied to bench/out/lib)"
+build bench bench/bench.c -ldl -lm
+build curve bench/curve.c -lpthread
+# The load-cost helpers: a spawn timer, and an empty library to preload.
+if [ ! "$out/spawn" -nt bench/spawn.c ]; then
+  cc "${CFLAGS[@]}" -o "$out/spawn" bench/spawn.c -ldl
+  cc -O2 -shared -fPIC -o "$lib/libempty.so" -x c /dev/null
+fi

@@ -16,6 +16,7 @@ mapfile -t knobs < <(env | grep -E '^BENCH_(ROUNDS|K|BLOCKS|SCANS|NS|ECALLS|COUN
 start=$SECONDS
 testbed/vm.sh run --timeout "${BENCH_VM_TIMEOUT:-1800}" --out "$out" -- env "${knobs[@]}" bench/guest.sh
 took=$((SECONDS - start))
+bench/plot.sh "$out/curves-ratios.tsv" bench/plots/curves.svg
 
 rsv_version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)

@@ -89,6 +89,11 @@ for c in rdma-core relinked preloaded; do
       fail "$c: $label: ${got:-no} system calls for $calls calls ($(awk -F'\t' -v l="$label" '$1 == l { print $3 }' "$W/regions.$c"))"
     fi
   done
+  # rsverbs' steady attach/detach is the 32-byte write() (docs/write-path.md).
+  if [ "$c" != rdma-core ]; then
+    detail=$(awk -F'\t' '$1 == "a steady" { print $3 }' "$W/regions.$c")
+    check "$c: a steady: every call is a write() of 32 bytes ($detail)" [ "$detail" = "$((2 * K))× write → 32" ]
+  fi
   echo "bench-smoke: $c: first call of the process: $(awk -F'\t' '$1 == "b first-call ctx1" { print $2 " system calls (" $3 ")" }' "$W/regions.$c")"
 done
 mkdir -p "$RESULTS_DIR/bench-smoke" && cp "$W"/*.log "$W"/*.err "$W"/report.md "$W"/regions.* "$RESULTS_DIR/bench-smoke/" 2> /dev/null

@@ -8,7 +8,7 @@ use crate::abi::{OPS_ATTACH_MCAST, OPS_DETACH_MCAST, ibv_gid, ibv_qp};
 use crate::env;
 use crate::error::{Error, Result};
 use crate::rdma_core::provider;
-use crate::uverbs::{self, ioctl, ioctl_checked, route, route::Key, write};
+use crate::uverbs::{self, exec, ioctl, ioctl::Cmd, ioctl_checked, route, route::Key, route::Route, write};
 use core::mem::size_of;
 
 /// Which of the two commands.
@@ -45,11 +45,17 @@ pub unsafe fn run(op: Op, qp: *const ibv_qp, gid: *const ibv_gid, lid: u16) -> R
     };
     let key = Key { ctx: ctx as usize, fd };
     let req = write::mcast_req(raw, handle, lid);
-    // The steady state: a known route, one INVOKE_WRITE ioctl, its answer.
+    let build = |id| ioctl::invoke_write(id, command, (&req as *const write::McastReq) as u64, size_of::<write::McastReq>() as u16);
+    // The steady state: a known route, one syscall, its answer. Where
+    // rdma-core sends INVOKE_WRITE, the legacy write() of the same command
+    // reaches the same handler (docs/write-path.md).
     let result = match route::peek(key) {
-        Some(route) if route.invoke_write() => ioctl_checked(key, route, |id| {
-            ioctl::invoke_write(id, command, (&req as *const write::McastReq) as u64, size_of::<write::McastReq>() as u16)
-        }),
+        Some(route) if route.writes_to(fd) => match exec::write_quiet(fd, &write::mcast(command, req)) {
+            Ok(()) => Ok(()),
+            Err(libc::EACCES) => write_refused(key, route, &build),
+            Err(code) => Err(exec::report(code)),
+        },
+        Some(route) if route.invoke_write() => ioctl_checked(key, route, build),
         _ => uverbs::run_write_cmd(key, command, req, None),
     };
     match result {
@@ -58,4 +64,16 @@ pub unsafe fn run(op: Op, qp: *const ibv_qp, gid: *const ibv_gid, lid: u16) -> R
         Err(e) if op == Op::Detach && e.code == libc::EIO && env::allow_disassoc_destroy() => Ok(()),
         other => other,
     }
+}
+
+/// The kernel refused the write() because this process's credentials are
+/// not the ones the fd was opened with (uverbs_main.c `ib_uverbs_write` →
+/// `ib_safe_file_access`: setuid, or a fork the atfork handler missed).
+/// rdma-core would have sent INVOKE_WRITE, which has no such check: give up
+/// the fast path for the process and send that. `errno` was not touched.
+#[cold]
+#[inline(never)]
+fn write_refused(key: Key, route: Route, build: &dyn Fn(u32) -> Cmd<2>) -> Result<()> {
+    route::no_fast_write();
+    ioctl_checked(key, route, build)
 }

@@ -70,6 +70,71 @@ unsafe fn sys_ioctl(fd: c_int, request: libc::c_ulong, arg: *mut libc::c_void) -
     if rc < 0 { -(crate::error::errno() as isize) } else { rc as isize }
 }
 
+/// A failure of a quiet syscall, now reported: `errno` set, as libc would.
+#[cold]
+pub fn report(code: c_int) -> Error {
+    crate::error::set_errno(code);
+    Error::quiet(code)
+}
+
+/// The attach/detach fast path: `write(fd, cmd, sizeof cmd)` as one raw
+/// syscall that leaves `errno` alone; the caller decides what a failure
+/// means (EACCES is retried through INVOKE_WRITE, see `route`). Returns the
+/// kernel's errno on failure.
+#[inline]
+pub fn write_quiet<P>(fd: c_int, cmd: &WriteCmd<P>) -> core::result::Result<(), c_int> {
+    let bytes = cmd.as_bytes();
+    // SAFETY: bytes is a valid readable buffer of bytes.len() bytes.
+    let rc = unsafe { sys_write(fd, bytes.as_ptr(), bytes.len()) };
+    if rc == bytes.len() as isize {
+        Ok(())
+    } else if rc < 0 {
+        Err(-rc as c_int)
+    } else {
+        // A short write of a uverbs command does not happen (see `write`).
+        Err(libc::EIO)
+    }
+}
+
+/// The write syscall; returns the kernel's value (-errno on failure).
+///
+/// # Safety
+/// `buf` must be readable for `len` bytes.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+unsafe fn sys_write(fd: c_int, buf: *const u8, len: usize) -> isize {
+    let ret: isize;
+    // SAFETY: the x86_64 Linux syscall ABI, as in sys_ioctl.
+    unsafe {
+        core::arch::asm!(
+            "syscall",
+            inlateout("rax") libc::SYS_write as isize => ret,
+            in("rdi") fd as isize,
+            in("rsi") buf,
+            in("rdx") len,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack, readonly),
+        );
+    }
+    ret
+}
+
+/// Other architectures: libc's `write()`, normalised to -errno with `errno`
+/// restored.
+///
+/// # Safety
+/// `buf` must be readable for `len` bytes.
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn sys_write(fd: c_int, buf: *const u8, len: usize) -> isize {
+    let saved = crate::error::errno();
+    // SAFETY: forwarded from the caller.
+    let rc = unsafe { libc::write(fd, buf.cast(), len) };
+    let out = if rc < 0 { -(crate::error::errno() as isize) } else { rc };
+    crate::error::set_errno(saved);
+    out
+}
+
 /// `write(fd, cmd, sizeof cmd)`; anything but a full write is an error
 /// (cmd_fallback.c: `if (write(...) != req_size) return errno`).
 pub fn write<P>(fd: c_int, cmd: &WriteCmd<P>) -> Result<()> {

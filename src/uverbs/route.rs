@@ -9,6 +9,12 @@
 //!   (uverbs_ioctl.c `ib_uverbs_cmd_verbs` checks the id before the lookup);
 //!   ENOTTY means no ioctl framework at all.
 //! - INVOKE_WRITE: rdma-core's `has_ioctl_write` (device.c), the same command.
+//! - The write() fast path for attach/detach: where rdma-core sends
+//!   INVOKE_WRITE, the kernel's legacy `write()` of the same 32 bytes reaches
+//!   the same handler more cheaply (docs/write-path.md). It is used only on
+//!   the fd it was checked on (a uverbs character device), never in a forked
+//!   child, and is given up for the whole process at the first EACCES (the
+//!   kernel's `ib_safe_file_access`: credentials changed since the open).
 //!
 //! **Keyed by the context, as rdma-core's state is.** Routes are kept per
 //! `struct ibv_context *`, never evicted (the lock-free table in `table`),
@@ -33,13 +39,16 @@ use super::ioctl;
 use super::table;
 use crate::error::{Error, Result, errno, set_errno};
 use core::ffi::c_int;
-use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
+use std::sync::Once;
 
 /// Which kernel entry points one context may use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Route {
     pub driver_id: u32,
     flags: u8,
+    /// The fd (plus one) that attach/detach may `write()` to; 0: none.
+    fast_fd: u16,
 }
 
 /// No `RDMA_VERBS_IOCTL` at all (ENOTTY): every ioctl verb falls back.
@@ -57,6 +66,11 @@ impl Route {
     pub fn gid_fallback(self) -> bool {
         self.flags & (NO_IOCTL | GID_FALLBACK) != 0
     }
+    /// Whether attach/detach on `fd` may take the write() fast path.
+    #[inline]
+    pub fn writes_to(self, fd: c_int) -> bool {
+        self.fast_fd != 0 && i32::from(self.fast_fd) == fd.wrapping_add(1)
+    }
 }
 
 /// The context a route belongs to, and the fd to probe it through.
@@ -71,13 +85,69 @@ static LAST_DRIVER_ID: AtomicU32 = AtomicU32::new(0);
 /// Probe ids 0..MAX_DRIVER_ID (`enum rdma_driver_id` has 22 values in 2026).
 const MAX_DRIVER_ID: u32 = 64;
 
-/// A route as the table stores it: driver_id in bits 0..7, flags in 8..15.
+/// A route as the table stores it: driver_id in bits 0..7, flags in 8..15,
+/// the fast-path fd plus one in 16..30 (bit 31 is the table's).
 fn pack(r: Route) -> u32 {
-    (u32::from(r.flags) << 8) | (r.driver_id & 0xff)
+    (u32::from(r.fast_fd & 0x7fff) << 16) | (u32::from(r.flags) << 8) | (r.driver_id & 0xff)
 }
 
 fn unpack(v: u32) -> Route {
-    Route { driver_id: v & 0xff, flags: (v >> 8) as u8 }
+    Route { driver_id: v & 0xff, flags: (v >> 8) as u8, fast_fd: ((v >> 16) & 0x7fff) as u16 }
+}
+
+const FAST_FD_BITS: u32 = 0x7fff << 16;
+
+/// Set for good once this process may no longer write() to fds it did not
+/// open itself: in a forked child, and after an EACCES.
+static NO_FAST_WRITE: AtomicBool = AtomicBool::new(false);
+
+/// Turns the write() fast path off in this process, for every context.
+pub fn no_fast_write() {
+    NO_FAST_WRITE.store(true, Relaxed);
+    table::update_all(|v| v & !FAST_FD_BITS);
+}
+
+/// pthread_atfork child handler: the child's credentials are a new object,
+/// so its write()s would meet the kernel's `ib_safe_file_access` (EACCES,
+/// and one kernel log line): switch it to INVOKE_WRITE before its first call.
+extern "C" fn after_fork_in_child() {
+    no_fast_write();
+}
+
+unsafe extern "C" {
+    /// glibc's registration behind `pthread_atfork` (the libc_nonshared.a
+    /// wrapper passes the caller's `__dso_handle`, so that dlclose() drops
+    /// the handlers of the closed object). Exported since glibc 2.3.2.
+    fn __register_atfork(
+        prepare: Option<extern "C" fn()>,
+        parent: Option<extern "C" fn()>,
+        child: Option<extern "C" fn()>,
+        dso_handle: *const core::ffi::c_void,
+    ) -> core::ffi::c_int;
+    /// This object's handle, defined by the linker's crtbegin.
+    static __dso_handle: u8;
+}
+
+/// Registered when the library is loaded, so that a child forked before any
+/// verb call (a parent that opens the device, forks, and lets the child
+/// attach) is covered too.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static WATCH_FORKS_AT_LOAD: extern "C" fn() = {
+    extern "C" fn at_load() {
+        watch_forks();
+    }
+    at_load
+};
+
+/// Registers [`after_fork_in_child`] once per process, tied to this object.
+fn watch_forks() {
+    static ONCE: Once = Once::new();
+    // SAFETY: registering a handler that only touches atomics, with this
+    // object's own handle (what pthread_atfork would pass).
+    ONCE.call_once(|| unsafe {
+        __register_atfork(None, None, Some(after_fork_in_child), &raw const __dso_handle as *const _);
+    });
 }
 
 /// The cached route, if any (no syscall, no lock).
@@ -97,7 +167,7 @@ pub fn get(key: Key) -> Result<Route> {
 
 /// Records that the kernel refused a route for this context.
 pub fn latch(key: Key, flag: u8) -> Route {
-    let latched = Route { driver_id: 0, flags: flag };
+    let latched = Route { driver_id: 0, flags: flag, fast_fd: 0 };
     table::update(key.ctx, |old| old.unwrap_or(0) | pack(latched)).map_or(latched, unpack)
 }
 
@@ -151,13 +221,14 @@ fn discover(key: Key) -> Result<Route> {
     let route = match found {
         Some(driver_id) => {
             LAST_DRIVER_ID.store(driver_id, Relaxed);
-            let flags = if has_ioctl_write(key.fd, driver_id) { 0 } else { NO_INVOKE_WRITE };
-            Route { driver_id, flags }
+            let invoke_write = has_ioctl_write(key.fd, driver_id);
+            let flags = if invoke_write { 0 } else { NO_INVOKE_WRITE };
+            Route { driver_id, flags, fast_fd: if invoke_write { fast_fd(key.fd) } else { 0 } }
         }
         // ENOTTY, or no id accepted: only the legacy routes remain. rdma-core
         // latches every ioctl as unsupported at context creation in that case
         // (cmd_fallback.c `_execute_ioctl_fallback`, ENOTTY → bitmap_fill).
-        None => Route { driver_id: 0, flags: NO_IOCTL | NO_INVOKE_WRITE | GID_FALLBACK },
+        None => Route { driver_id: 0, flags: NO_IOCTL | NO_INVOKE_WRITE | GID_FALLBACK, fast_fd: 0 },
     };
     // A route seen through ENOTTY is cached only for a real uverbs device:
     // an ENOTTY from some other file (a stand-in fd) must not outlive this
@@ -166,7 +237,7 @@ fn discover(key: Key) -> Result<Route> {
     let cacheable = found.is_some() || is_uverbs_chardev(key.fd);
     // A latch recorded meanwhile (or before a rediscovery) is kept.
     let route = if cacheable {
-        let kept = pack(Route { driver_id: 0, flags: GID_FALLBACK });
+        let kept = pack(Route { driver_id: 0, flags: GID_FALLBACK, fast_fd: 0 });
         table::update(key.ctx, |old| pack(route) | old.map_or(0, |v| v & kept))
             .map_or(route, unpack)
     } else {
@@ -174,6 +245,14 @@ fn discover(key: Key) -> Result<Route> {
     };
     set_errno(saved);
     Ok(route)
+}
+
+/// The fast-path fd field for `fd`: `fd + 1` when this process may write()
+/// attach/detach to it, else 0.
+fn fast_fd(fd: c_int) -> u16 {
+    watch_forks();
+    let ok = !NO_FAST_WRITE.load(Relaxed) && (0..0x7ffe).contains(&fd) && is_uverbs_chardev(fd);
+    if ok { (fd + 1) as u16 } else { 0 }
 }
 
 /// Whether `fd` is a uverbs character device: `/sys/dev/char/M:N/subsystem`
@@ -208,15 +287,19 @@ mod tests {
 
     #[test]
     fn pack_roundtrip() {
-        let r = Route { driver_id: 14, flags: NO_INVOKE_WRITE | GID_FALLBACK };
+        let r = Route { driver_id: 14, flags: NO_INVOKE_WRITE | GID_FALLBACK, fast_fd: 0x7fff };
         assert_eq!(unpack(pack(r)), r);
+        assert_eq!(pack(r) & (1 << 31), 0, "bit 31 is the table's");
     }
 
     #[test]
     fn route_predicates() {
-        let ok = Route { driver_id: 14, flags: 0 };
+        let ok = Route { driver_id: 14, flags: 0, fast_fd: 6 };
         assert!(ok.invoke_write() && !ok.gid_fallback());
-        let legacy = Route { driver_id: 0, flags: NO_IOCTL };
+        assert!(ok.writes_to(5) && !ok.writes_to(6) && !ok.writes_to(-1));
+        let none = Route { fast_fd: 0, ..ok };
+        assert!(!none.writes_to(-1) && !none.writes_to(0));
+        let legacy = Route { driver_id: 0, flags: NO_IOCTL, fast_fd: 0 };
         assert!(!legacy.invoke_write() && legacy.gid_fallback());
     }
 
@@ -241,10 +324,23 @@ mod tests {
     #[test]
     fn latch_is_per_context() {
         let (a, b) = (Key { ctx: 0x7100_0000_0000, fd: -1 }, Key { ctx: 0x7100_0000_0040, fd: -1 });
-        table::update(a.ctx, |_| pack(Route { driver_id: 3, flags: 0 }));
-        table::update(b.ctx, |_| pack(Route { driver_id: 3, flags: 0 }));
+        table::update(a.ctx, |_| pack(Route { driver_id: 3, flags: 0, fast_fd: 0 }));
+        table::update(b.ctx, |_| pack(Route { driver_id: 3, flags: 0, fast_fd: 0 }));
         latch(a, GID_FALLBACK);
         assert!(peek(a).is_some_and(|r| r.gid_fallback()) && peek(b).is_some_and(|r| !r.gid_fallback()));
+    }
+
+    /// After fork or an EACCES, no context keeps the write() fast path, and
+    /// no new one gets it; the other route facts stay.
+    #[test]
+    fn no_fast_write_clears_every_route() {
+        let k = Key { ctx: 0x7300_0000_0000, fd: 5 };
+        let r = Route { driver_id: 14, flags: GID_FALLBACK, fast_fd: 6 };
+        table::update(k.ctx, |_| pack(r));
+        assert!(peek(k).is_some_and(|r| r.writes_to(5)));
+        no_fast_write();
+        assert_eq!(peek(k), Some(Route { fast_fd: 0, ..r }));
+        assert_eq!(fast_fd(5), 0);
     }
 
     /// An ENOTTY route from a file that is not a uverbs device is not cached.

@@ -64,6 +64,20 @@ pub fn update(key: usize, f: impl Fn(Option<u32>) -> u32) -> Option<u32> {
     }
 }
 
+/// Applies `f` to every stored value. Lock-free like the rest; used after
+/// fork() (in the child, before any other call) and rarely otherwise.
+pub fn update_all(f: impl Fn(u32) -> u32) {
+    for slot in VALS.iter() {
+        let mut cur = slot.load(Acquire);
+        while cur & PRESENT != 0 {
+            match slot.compare_exchange(cur, f(cur & !PRESENT) | PRESENT, AcqRel, Acquire) {
+                Ok(_) => break,
+                Err(now) => cur = now,
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
