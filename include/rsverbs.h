@@ -79,11 +79,6 @@ int rsverbs_query_gid_ex(struct ibv_context *context, uint32_t port_num, uint32_
  */
 int rsverbs_mcast_attachments(const struct ibv_qp *qp, union ibv_gid *gids, uint16_t *lids, size_t max);
 
-/*
- glibc 2.17 `secure_getenv`: NULL in setuid/setgid (AT_SECURE) processes.
- */
-extern char *secure_getenv(const char *name);
-
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus
