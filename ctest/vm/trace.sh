@@ -268,7 +268,12 @@ for s in $TRACE_SUITES; do
 	[ -f "$(dirname "$0")/$s.sh" ] || { fail "no suite $s"; continue; }
 	echo "trace: running suite $s with RSVERBS_TRACE=hints:FILE as ${s}_traced"
 	start=$(date +%s)
-	if RSVERBS_TRACE="hints:$W/suite-$s.trace" SUITE="${s}_traced" bash "$(dirname "$0")/$s.sh" > "$W/suite-$s.log" 2>&1; then
+	# diffrand traced with the matrix's per-cell operation counts (13,500
+	# compared operations), to keep make check near ten minutes; the
+	# full counts: TRACE_DIFFRAND_OPS=15000 TRACE_DIFFRAND_FALLBACK_OPS=4000.
+	if RSVERBS_TRACE="hints:$W/suite-$s.trace" SUITE="${s}_traced" \
+		DIFFRAND_OPS=${TRACE_DIFFRAND_OPS:-2500} DIFFRAND_FALLBACK_OPS=${TRACE_DIFFRAND_FALLBACK_OPS:-1000} \
+		bash "$(dirname "$0")/$s.sh" > "$W/suite-$s.log" 2>&1; then
 		pass "suite $s passes under RSVERBS_TRACE=hints ($(tail -1 "$W/suite-$s.log"), $(( $(date +%s) - start )) s)"
 	else
 		fail "suite $s fails under RSVERBS_TRACE=hints: $(tail -1 "$W/suite-$s.log")"; grep '^FAIL' "$W/suite-$s.log" | head -20 >&2
