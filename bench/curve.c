@@ -41,15 +41,7 @@ struct obj {
 
 static struct obj open_obj(void)
 {
-	struct obj o = { 0 };
-	int n;
-	struct ibv_device **list = ibv_get_device_list(&n);
-	for (int i = 0; list && i < n; i++)
-		if (!strcmp(ibv_get_device_name(list[i]), dev_name))
-			o.ctx = ibv_open_device(list[i]);
-	ibv_free_device_list(list);
-	if (!o.ctx)
-		fail("ibv_open_device", errno);
+	struct obj o = { .ctx = open_by_name(dev_name) };
 	o.pd = ibv_alloc_pd(o.ctx);
 	o.cq = ibv_create_cq(o.ctx, 4, NULL, NULL, 0);
 	if (!o.pd || !o.cq)

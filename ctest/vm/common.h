@@ -185,6 +185,24 @@ static inline int count_fds(void)
 	return n - 1;
 }
 
+/* Opens the RDMA device called `name`; exits with status 2 if there is none. */
+static inline struct ibv_context *open_by_name(const char *name)
+{
+	struct ibv_context *ctx = NULL;
+	int n;
+	struct ibv_device **list = ibv_get_device_list(&n);
+	for (int i = 0; list && i < n && !ctx; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), name))
+			ctx = ibv_open_device(list[i]);
+	if (list)
+		ibv_free_device_list(list);
+	if (!ctx) {
+		fprintf(stderr, "cannot open RDMA device %s: %s\n", name, strerror(errno));
+		exit(2);
+	}
+	return ctx;
+}
+
 /* A QP of type `t` with one WR and one SGE each way on `cq`; exits with
  * status 2 if it cannot be created. */
 static inline struct ibv_qp *new_qp_on(struct ibv_pd *pd, struct ibv_cq *cq, enum ibv_qp_type t)

@@ -20,23 +20,13 @@ static void mc(struct ibv_qp *qp, int attach, const union ibv_gid *g, uint16_t l
 
 int main(int argc, char **argv)
 {
-	struct ibv_device **list;
-	struct ibv_context *ctx = NULL;
 	union ibv_gid g6, g4, nonmc;
-	int n;
 
 	if (argc != 2) {
 		fprintf(stderr, "usage: noop DEVICE\n");
 		return 2;
 	}
-	list = ibv_get_device_list(&n);
-	for (int i = 0; list && i < n; i++)
-		if (!strcmp(ibv_get_device_name(list[i]), argv[1]))
-			ctx = ibv_open_device(list[i]);
-	if (!ctx) {
-		fprintf(stderr, "noop: cannot open %s\n", argv[1]);
-		return 2;
-	}
+	struct ibv_context *ctx = open_by_name(argv[1]);
 	fprintf(stderr, "served-by ibv_attach_mcast=%s ibv_detach_mcast=%s\n", owner((void *)ibv_attach_mcast),
 		owner((void *)ibv_detach_mcast));
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
@@ -83,6 +73,5 @@ int main(int argc, char **argv)
 	ibv_destroy_cq(cq);
 	ibv_dealloc_pd(pd);
 	ibv_close_device(ctx);
-	ibv_free_device_list(list);
 	return 0;
 }

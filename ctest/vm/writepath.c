@@ -37,22 +37,11 @@ static void cycle(struct ibv_qp *qp, const char *who)
 
 int main(int argc, char **argv)
 {
-	struct ibv_device **list;
-	struct ibv_context *ctx = NULL;
-	int n;
-
 	if (argc != 3 || (strcmp(argv[1], "fork") && strcmp(argv[1], "setuid"))) {
 		fprintf(stderr, "usage: writepath fork|setuid DEVICE\n");
 		return 2;
 	}
-	list = ibv_get_device_list(&n);
-	for (int i = 0; list && i < n; i++)
-		if (!strcmp(ibv_get_device_name(list[i]), argv[2]))
-			ctx = ibv_open_device(list[i]);
-	if (!ctx) {
-		fprintf(stderr, "writepath: cannot open %s\n", argv[2]);
-		return 2;
-	}
+	struct ibv_context *ctx = open_by_name(argv[2]);
 	print_served_by(stderr);
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	struct ibv_cq *cq = ibv_create_cq(ctx, 4, NULL, NULL, 0);
@@ -92,6 +81,5 @@ int main(int argc, char **argv)
 	ibv_destroy_cq(cq);
 	ibv_dealloc_pd(pd);
 	ibv_close_device(ctx);
-	ibv_free_device_list(list);
 	return 0;
 }
