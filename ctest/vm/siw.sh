@@ -33,7 +33,7 @@ run preload env LD_PRELOAD="$RSVERBS_LIB"
 
 check "reference: served by libibverbs" grep -q '^served-by ibv_attach_mcast=libibverbs.so.1 ibv_detach_mcast=libibverbs.so.1$' "$W/reference.err"
 n=$(grep -c ' ret=' "$W/reference.out")
-check "reference: 12 cases and a 1000-call repeat" [ "$n" -ge 13 ] -a "$(grep -c '^repeat-1000 done' "$W/reference.out")" = 1
+check "reference: 12 cases and a 1000-call repeat" [ "$n" -ge 13 -a "$(grep -c '^repeat-1000 done' "$W/reference.out")" = 1 ]
 check "reference: no system call between the markers" grep -q $'^calls\t0\t' "$W/reference.regions"
 for m in relinked preload; do
   check "$m: served by librsverbs" grep -q '^served-by ibv_attach_mcast=librsverbs.so.1 ibv_detach_mcast=librsverbs.so.1$' "$W/$m.err"
