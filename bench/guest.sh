@@ -229,6 +229,14 @@ breakdown() { # breakdown LABEL CALLS
   echo
   cat "$W/curves.md"
   echo
+  echo "The groups curve is the one that is not flat, and why: the kernel's own work per pair grows with the" \
+       "groups already on the QP (uverbs' duplicate check walks the QP's list of attachments, kernel:" \
+       "drivers/infiniband/core/uverbs_cmd.c \`ib_uverbs_attach_mcast\`; rxe then looks the group up and" \
+       "adds the QP, drivers/infiniband/sw/rxe/rxe_mcast.c), while what rsverbs saves in user space per" \
+       "call stays the same, so the ratio tends to 1 as the kernel's share grows. The other curves stay flat:" \
+       "the route of a context is found with one hashed lookup whatever the number of contexts, and" \
+       "nothing is shared between threads on the call path."
+  echo
   echo "## What preloading costs"
   echo
   echo "\`bench/spawn\` runs \`/bin/true\` $LOAD_N times per round ($LOAD_ROUNDS rounds, interleaved) with nothing," \
@@ -237,6 +245,12 @@ breakdown() { # breakdown LABEL CALLS
        "loader's cost of one more object: what a \`no_std\` rsverbs could at best get down to."
   echo
   cat "$W/loadcost.md"
+  echo
+  echo "The decision on a \`no_std\` core: what librsverbs.so.1 adds to a process's start is measured above" \
+       "side by side with what libibverbs.so.1 adds (which every rdma-core program loads anyway) and with" \
+       "an empty library (the dynamic loader's fixed cost per object). A \`no_std\` rsverbs could save at" \
+       "most the difference between rsverbs and the empty library; the table gives it per run. rsverbs" \
+       "stays on std while that difference is below what libibverbs itself adds."
   echo
   echo "## Targets"
   echo
