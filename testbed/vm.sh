@@ -363,6 +363,21 @@ prepare() {
 # qemu -virtfs path, with option-list commas escaped.
 virtfs() { printf 'local,path=%s,mount_tag=%s,security_model=none%s' "${1//,/,,}" "$2" "$3"; }
 
+# One guest at a time on this machine (TCG guests on 2 cores starve each
+# other into timeouts): every run takes $CACHE/vm.lock, and waits for it.
+# A script that runs several guests at once takes the lock itself and sets
+# RSVERBS_VM_LOCK_HELD=1 for the guests it starts.
+vm_lock() {
+	if [[ ${RSVERBS_VM_LOCK_HELD:-} == 1 ]]; then return; fi
+	mkdir -p "$CACHE"
+	exec {VM_LOCK_FD}>>"$CACHE/vm.lock"
+	if ! flock -n "$VM_LOCK_FD"; then
+		log "waiting for $CACHE/vm.lock: another guest is running"
+		flock "$VM_LOCK_FD"
+	fi
+	export RSVERBS_VM_LOCK_HELD=1
+}
+
 run() {
 	local timeout=600 out="" mem=1024
 	while (($#)); do
@@ -376,6 +391,7 @@ run() {
 	done
 	(($#)) || usage
 	[[ $timeout =~ ^[0-9]+$ && $mem =~ ^[0-9]+$ ]] || usage
+	vm_lock
 	prepare
 
 	local job tmpout="" serial nonce smp cwd
