@@ -101,12 +101,14 @@ pub unsafe extern "C" fn rsverbs_query_gid_ex(
     flags: u32,
     entry_size: usize,
 ) -> c_int {
+    // The call's arguments travel as one value, through the trace too.
+    let query = gid::GidQuery { ctx: context, port_num, gid_index, entry, flags, entry_size };
     if trace::enabled() {
-        // SAFETY: forwarded; the trace calls query_c with the same arguments.
-        return unsafe { trace::query_gid(context, port_num, gid_index, entry, flags, entry_size, query_c) };
+        // SAFETY: forwarded; the trace calls query_c with the same query.
+        return unsafe { trace::query_gid(&query, query_c) };
     }
     // SAFETY: the caller's contract.
-    unsafe { query_c(context, port_num, gid_index, entry, flags, entry_size) }
+    unsafe { query_c(&query) }
 }
 
 /// `_ibv_query_gid_ex`: check → call → map.
@@ -114,20 +116,12 @@ pub unsafe extern "C" fn rsverbs_query_gid_ex(
 /// # Safety
 /// As the export's.
 #[inline(always)]
-unsafe fn query_c(
-    context: *mut ibv_context,
-    port_num: u32,
-    gid_index: u32,
-    entry: *mut ibv_gid_entry,
-    flags: u32,
-    entry_size: usize,
-) -> c_int {
-    if context.is_null() || entry.is_null() {
+unsafe fn query_c(query: &gid::GidQuery) -> c_int {
+    if query.ctx.is_null() || query.entry.is_null() {
         return to_c(Err(NULL_ARG));
     }
-    let query = gid::GidQuery { ctx: context, port_num, gid_index, entry, flags, entry_size };
     // SAFETY: checked above; validity is the caller's contract.
-    to_c(unsafe { gid::query_gid_ex(&query) })
+    to_c(unsafe { gid::query_gid_ex(query) })
 }
 
 /// `rsverbs_mcast_attachments`: the multicast groups `qp` is attached to

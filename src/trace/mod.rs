@@ -15,8 +15,9 @@ pub mod format;
 mod hints;
 mod sink;
 
-use crate::abi::{ibv_context, ibv_device, ibv_gid, ibv_gid_entry, ibv_qp};
+use crate::abi::{ibv_context, ibv_device, ibv_gid, ibv_qp};
 use crate::error::{errno, set_errno};
+use crate::gid::GidQuery;
 use crate::registry::{self, Attachment, QpKey};
 use crate::uverbs::route::{self, Key};
 use core::ffi::{c_char, c_int};
@@ -159,7 +160,7 @@ fn now_ns() -> u64 {
 /// The C body of attach/detach: check → call → map.
 pub type McastFn = unsafe fn(bool, *mut ibv_qp, *const ibv_gid, u16) -> c_int;
 /// The C body of `_ibv_query_gid_ex`.
-pub type GidFn = unsafe fn(*mut ibv_context, u32, u32, *mut ibv_gid_entry, u32, usize) -> c_int;
+pub type GidFn = unsafe fn(&GidQuery) -> c_int;
 
 /// Attach (`attach`) or detach through `call`, traced.
 ///
@@ -297,18 +298,11 @@ unsafe fn after_mcast(m: u8, attach: bool, qp: *mut ibv_qp, gid: *const ibv_gid,
 /// As the export's.
 #[cold]
 #[inline(never)]
-pub unsafe fn query_gid(
-    ctx: *mut ibv_context,
-    port: u32,
-    index: u32,
-    entry: *mut ibv_gid_entry,
-    flags: u32,
-    entry_size: usize,
-    call: GidFn,
-) -> c_int {
+pub unsafe fn query_gid(q: &GidQuery, call: GidFn) -> c_int {
     let m = mode();
     // SAFETY: forwarded from our caller.
-    let rc = unsafe { call(ctx, port, index, entry, flags, entry_size) };
+    let rc = unsafe { call(q) };
+    let GidQuery { ctx, port_num: port, gid_index: index, entry, flags, entry_size } = *q;
     if m == OFF {
         return rc;
     }
