@@ -61,7 +61,11 @@ ZIG_VERSION := 0.17.1
 ZIG_SHA256  := ea6cc5d87b033cf0aedfbc8f9549a908cae6c50ac31f1698188fa48a74524b54
 ZIG_DIR     := $(RSVERBS_CACHE)/zig-$(ZIG_VERSION)
 ZIG         := $(ZIG_DIR)/ziglang/zig
-STATICLIB   := target/release/librsverbs.a
+# CARGO_TARGET and CARGO_FEATURES build a variant elsewhere (make bench's
+# untraced library); the product is target/release with no features.
+CARGO_TARGET ?= target
+CARGO_FEATURES ?=
+STATICLIB   := $(CARGO_TARGET)/release/librsverbs.a
 LINK_FLAGS  := -shared -Wl,-soname,$(SONAME) -Wl,--version-script=src/rsverbs.map \
                -Wl,--gc-sections -Wl,--as-needed -Wl,-z,relro,-z,now \
                -Wl,--whole-archive $(STATICLIB) -Wl,--no-whole-archive
@@ -88,7 +92,7 @@ all: lib $(BUILD)/pkgconfig/rsverbs.pc
 lib: $(LIB)
 
 $(STATICLIB): $(shell find src -type f) Cargo.toml Cargo.lock
-	$(CARGO) build --release --locked --lib
+	$(CARGO) build --release --locked --lib --target-dir $(CARGO_TARGET) $(CARGO_FEATURES)
 
 $(LIB): $(STATICLIB) src/rsverbs.map $(LINK_DEPS) Makefile
 	mkdir -p $(BUILD)
@@ -164,7 +168,11 @@ demo:
 	demo/run.sh
 
 # Benchmarks against rdma-core and the bare-syscall floor, in the test bed; writes BENCHMARKS.md.
+# The "untraced" contender: the same library with the RSVERBS_TRACE check
+# compiled out (feature bench-untraced), for what tracing costs when off.
 bench: deps all
+	$(MAKE) --no-print-directory lib BUILD=$(CURDIR)/bench/out/untraced CARGO_TARGET=target/untraced \
+	  CARGO_FEATURES="--features bench-untraced"
 	bench/run.sh
 
 # The installed library: stripped of debug info and symbol table, with a

@@ -1,7 +1,11 @@
 # shellcheck shell=bash
 # Shared by bench/guest.sh and bench/smoke_suite.sh (sourced). Needs BIN
-# (bench programs), LIB (librsverbs.so.1), W (work dir), DEV, TMO, PIN
+# (bench programs), LIB (librsverbs.so.1), LIB_UNTRACED (the same built
+# with the RSVERBS_TRACE check compiled out), W (work dir), DEV, TMO, PIN
 # (array: CPU pinning prefix) and, for ring_round, LATENCY (contenders).
+
+# The library a preloading contender preloads (none for the others).
+preload_of() { case $1 in preloaded) echo "$LIB" ;; untraced) echo "$LIB_UNTRACED" ;; esac; }
 
 # argv of CONTENDER running MODE.
 prog() { # prog CONTENDER MODE -> sets P (array)
@@ -9,6 +13,7 @@ prog() { # prog CONTENDER MODE -> sets P (array)
     rdma-core | rdma-core-AA) P=("$BIN/bench" "$2") ;;
     relinked) P=("$BIN/bench.rsv" "$2") ;;
     preloaded) P=(env "LD_PRELOAD=$LIB" "$BIN/bench" "$2") ;;
+    untraced) P=(env "LD_PRELOAD=$LIB_UNTRACED" "$BIN/bench" "$2") ;;
     floor) P=("$BIN/bench" "$2" --floor) ;;
     *) echo "bench: unknown contender $1" >&2; return 1 ;;
   esac
@@ -18,7 +23,7 @@ prog() { # prog CONTENDER MODE -> sets P (array)
 want_served() {
   case $1 in
     rdma-core | rdma-core-AA) echo 'served-by ibv_attach_mcast=libibverbs.so.1 ibv_detach_mcast=libibverbs.so.1 _ibv_query_gid_ex=libibverbs.so.1' ;;
-    relinked | preloaded) echo 'served-by ibv_attach_mcast=librsverbs.so.1 ibv_detach_mcast=librsverbs.so.1 _ibv_query_gid_ex=librsverbs.so.1' ;;
+    relinked | preloaded | untraced) echo 'served-by ibv_attach_mcast=librsverbs.so.1 ibv_detach_mcast=librsverbs.so.1 _ibv_query_gid_ex=librsverbs.so.1' ;;
     floor) echo 'served-by floor' ;;
   esac
 }

@@ -17,6 +17,9 @@ cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 BIN=${BENCH_BIN:-$ROOT/bench/out}
 LIB=${BENCH_LIB:-$ROOT/bench/out/lib/librsverbs.so.1}  # the copy bench/build.sh made
+# The same library with the RSVERBS_TRACE check compiled out (make bench
+# builds it with the feature bench-untraced): what tracing costs when off.
+LIB_UNTRACED=${BENCH_LIB_UNTRACED:-$ROOT/bench/out/untraced/librsverbs.so.1}
 OUT=${BENCH_OUT:-/out}
 ROUNDS=${BENCH_ROUNDS:-5}
 K=${BENCH_K:-250}            # calls of (a), (b), (c) per block
@@ -29,13 +32,15 @@ INSTR_K=${BENCH_INSTR_K:-500}
 DEV=${BENCH_DEV:-rxe0}
 TMO=${BENCH_TIMEOUT:-600}    # per process
 CONTENDERS=(rdma-core relinked preloaded floor)
-LATENCY=(rdma-core relinked preloaded floor rdma-core-AA)
+LATENCY=(rdma-core relinked preloaded floor rdma-core-AA untraced)
+INSTR=(rdma-core relinked preloaded floor untraced)
 W=$(mktemp -d)
 mkdir -p "$OUT"
 START=$SECONDS
 uname -srv > "$OUT/kernel.txt"
 
 die() { echo "bench: FAILED: $*" >&2; exit 1; }
+[ -e "$LIB_UNTRACED" ] || die "$LIB_UNTRACED missing (make bench builds it)"
 # One CPU for all: the processes of a round take turns anyway, and nothing
 # migrates.
 PIN=()
@@ -59,6 +64,11 @@ grep -h '^floor driver_id' "$W"/floor.1.log
 "$BIN/bench" report "$W" "$ROUNDS" "${LATENCY[@]}" > "$W/latency.md" 2> "$W/summary.txt" ||
   { cat "$W/summary.txt" >&2; die "report"; }
 cp "$W/summary.txt" "$OUT/latency-summary.txt"
+# What the RSVERBS_TRACE check costs with tracing off: preloaded (the
+# product, tracing off) against untraced (the check compiled out), per
+# slot, in the same rounds.
+"$BIN/bench" report "$W" "$ROUNDS" untraced preloaded > "$W/traceoff.md" 2> "$W/traceoff.txt" ||
+  { cat "$W/traceoff.txt" >&2; die "report (tracing off)"; }
 mkdir -p "$OUT/samples"
 for c in "${LATENCY[@]}"; do cp "$W/$c".[0-9]* "$OUT/samples/"; done
 populated=$(sed -n 's/.*scan_populated \([0-9]*\).*/\1/p' "$W/rdma-core.1" | head -1)
@@ -71,7 +81,7 @@ echo "bench: latency done at $((SECONDS - START)) s"
 for c in "${CONTENDERS[@]}"; do
   prog "$c" count
   sopt=()
-  if [ "$c" = preloaded ]; then P=("$BIN/bench" count); sopt=(-E "LD_PRELOAD=$LIB"); fi
+  if [ -n "$(preload_of "$c")" ]; then P=("$BIN/bench" count); sopt=(-E "LD_PRELOAD=$(preload_of "$c")"); fi
   timeout "$TMO" strace -f -qq "${sopt[@]}" -o "$W/strace.$c" "${P[@]}" -d "$DEV" -k "$COUNT_K" \
     > "$W/count.$c.out" 2> "$W/count.$c.log" || { cat "$W/count.$c.log" >&2; die "$c: bench count under strace"; }
   check_served "$c" "$W/count.$c.log"
@@ -81,10 +91,10 @@ done
 echo "bench: syscalls done at $((SECONDS - START)) s"
 
 # ---- 3. user-space instructions per call (callgrind) ----
-for c in "${CONTENDERS[@]}"; do
+for c in "${INSTR[@]}"; do
   prog "$c" instr
   pre=()
-  if [ "$c" = preloaded ]; then P=("$BIN/bench" instr); pre=(env "LD_PRELOAD=$LIB"); fi
+  if [ -n "$(preload_of "$c")" ]; then P=("$BIN/bench" instr); pre=(env "LD_PRELOAD=$(preload_of "$c")"); fi
   rm -f "$W"/cg."$c".*
   timeout $((TMO * 3)) "${pre[@]}" valgrind --tool=callgrind --compress-strings=no --callgrind-out-file="$W/cg.$c" \
     "${P[@]}" -d "$DEV" -k "$INSTR_K" > "$W/instr.$c.out" 2> "$W/instr.$c.log" ||
@@ -251,6 +261,29 @@ breakdown() { # breakdown LABEL CALLS
        "an empty library (the dynamic loader's fixed cost per object). A \`no_std\` rsverbs could save at" \
        "most the difference between rsverbs and the empty library; the table gives it per run. rsverbs" \
        "stays on std while that difference is below what libibverbs itself adds."
+  echo
+  echo "## What tracing costs when it is off"
+  echo
+  echo "With \`RSVERBS_TRACE\` unset, each export tests one byte (trace::enabled, a Relaxed load) before the" \
+       "unchanged body. **untraced** is the same library built with that test compiled out (Cargo feature" \
+       "\`bench-untraced\`, bench/out/untraced/librsverbs.so.1), preloaded like **preloaded**, and run in the" \
+       "same rounds and slots above. Ratio: the median over slots of preloaded ÷ untraced; noise: the A/A" \
+       "band of the latency table (rdma-core-AA ÷ rdma-core), same boot. Instructions: callgrind, as below."
+  echo
+  echo "| operation | preloaded ÷ untraced, per slot | noise ± | within noise | instructions per call: preloaded − untraced |"
+  echo "|---|---:|---:|---|---:|"
+  for spec in "a:$((2 * INSTR_K))" "b:$INSTR_K" "c:$INSTR_K"; do
+    l=${spec%%:*} d=${spec#*:}
+    awk -v op="$l" -v dins="$(awk -v a="$(ir preloaded "$l" "$d")" -v b="$(ir untraced "$l" "$d")" 'BEGIN { printf "%+.1f", a - b }')" '
+      FILENAME == ARGV[1] && $1 == "SUMMARY" && $2 == op { noise = substr($3, 7) }
+      FILENAME == ARGV[2] && $1 == "SUMMARY" && $2 == op {
+        for (i = 4; i <= NF; i++) { split($i, kv, "="); split(kv[2], mp, "/"); if (kv[1] == "preloaded") q = mp[3] }
+      }
+      END {
+        name = op == "a" ? "(a) attach+detach pair" : op == "b" ? "(b) query_gid_ex, populated" : "(c) query_gid_ex, empty"
+        printf "| %s | %.3f | %.1f%% | %s | %s |\n", name, q, 100 * noise, (q <= 1 + noise && q >= 1 - noise) ? "yes" : "**no**", dins
+      }' "$W/summary.txt" "$W/traceoff.txt"
+  done
   echo
   echo "## Targets"
   echo
