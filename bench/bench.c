@@ -46,6 +46,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <infiniband/verbs.h>
+#include "timing.h"
 #include <rdma/ib_user_ioctl_cmds.h>
 #include <rdma/ib_user_verbs.h>
 #include <rdma/rdma_user_ioctl_cmds.h>
@@ -290,13 +291,6 @@ static inline uint64_t ticks(void)
 	return __rdtsc();
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000u + t.tv_nsec;
-}
-
 /* The samples of one operation: ticks, and the block each was taken in. */
 struct series {
 	char name[32];
@@ -329,12 +323,6 @@ static void add(struct series *s, uint64_t dt)
 		s->blk[s->n] = cur_block;
 		s->t[s->n++] = dt;
 	}
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
 }
 
 /* Nearest-rank quantile of a sorted array. */

@@ -20,7 +20,7 @@ fi
 build() {
   local name=$1 src=$2; shift 2
   if [ "$out/$name" -nt "$src" ] && [ "$out/$name.rsv" -nt "$src" ] && [ "$out/$name.rsv" -nt "$lib/librsverbs.so.1" ] &&
-     [ "$out/$name" -nt ctest/vm/common.h ]; then
+     [ "$out/$name" -nt ctest/vm/common.h ] && [ "$out/$name" -nt bench/timing.h ]; then
     return
   fi
   cc "${CFLAGS[@]}" -o "$out/$name" "$src" -libverbs "$@"
@@ -33,7 +33,7 @@ CFLAGS=(-O2 -g -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -Iinclude)
 build bench bench/bench.c -ldl -lm
 build curve bench/curve.c -lpthread
 # The load-cost helpers: a spawn timer, and an empty library to preload.
-if [ ! "$out/spawn" -nt bench/spawn.c ]; then
+if [ ! "$out/spawn" -nt bench/spawn.c ] || [ ! "$out/spawn" -nt bench/timing.h ]; then
   cc "${CFLAGS[@]}" -o "$out/spawn" bench/spawn.c -ldl
   cc -O2 -shared -fPIC -o "$lib/libempty.so" -x c /dev/null
 fi

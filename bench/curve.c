@@ -13,6 +13,7 @@
  * throughput). Every call's result is checked; a wrong answer fails the
  * run. "served-by" on stderr names the library that serves the verbs. */
 #include "../ctest/vm/common.h"
+#include "timing.h"
 #include <pthread.h>
 #include <x86intrin.h>
 
@@ -47,19 +48,6 @@ static struct obj open_obj(void)
 	if (!o.pd || !o.cq)
 		fail("pd/cq", errno);
 	return o;
-}
-
-static uint64_t mono_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000u + t.tv_nsec;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
 }
 
 static void pair(struct ibv_qp *qp, const union ibv_gid *g)

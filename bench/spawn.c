@@ -14,21 +14,9 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
+#include "timing.h"
 
 extern char **environ;
-
-static uint64_t mono_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000u + t.tv_nsec;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
 
 static long rss_kb(void)
 {

@@ -42,11 +42,6 @@ pub fn set_errno(value: c_int) {
     unsafe { *libc::__errno_location() = value }
 }
 
-/// The last syscall's failure as an [`Error`].
-pub fn last_os_error() -> Error {
-    Error::sys(errno())
-}
-
 /// Turns a verb's result into the C return value, setting `errno` where
 /// rdma-core's would be set. The only place that maps errors to C.
 pub fn to_c(result: Result<()>) -> c_int {
