@@ -84,7 +84,7 @@ else
 $(error LINKER must be zig or gnu, not '$(LINKER)')
 endif
 
-.PHONY: all lib header deps deps-cbindgen check check-unit check-abi check-vm check-sanitize fuzz demo compat bench matrix \
+.PHONY: all lib header deps deps-cbindgen check check-unit check-abi check-vm check-sanitize check-traced fuzz demo compat bench matrix \
         install install-debug uninstall clean zig deb deps-deb check-deb check-freshroot check-install
 
 all: lib $(BUILD)/pkgconfig/rsverbs.pc
@@ -158,6 +158,13 @@ fuzz:
 # RSVERBS_MATRIX_CELLS and RSVERBS_MATRIX_SUITES pick some).
 matrix: deps all
 	ctest/matrix.sh
+
+# Every real-kernel suite again with RSVERBS_TRACE=hints (to a file in the
+# guest's tmpfs): the return values and errno must not change with tracing
+# on (docs/trace.md). Results in ctest/out/traced; .ci/run runs it.
+check-traced: deps all
+	RSVERBS_TRACE_ALL=hints:trace.log RSVERBS_VM_OUT=$(CURDIR)/ctest/out/traced RSVERBS_VM_TIMEOUT=2400 \
+	  ctest/vm_suite.sh; st=$$?; ctest/summary.sh ctest/out/traced; exit $$st
 
 # Real clients (mckey, perftest, our relinked example) with and without rsverbs.
 compat: deps all

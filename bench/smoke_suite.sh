@@ -9,8 +9,12 @@
 # `bench report` pools the samples, and -- counted live with strace, rdma-core
 # alongside as the reference -- that each verb costs exactly one system call
 # per call in the steady state.
+# The steady state it counts is the untraced path's (one syscall per call):
+# with RSVERBS_TRACE on, the trace's own reads and writes are expected, so
+# an inherited RSVERBS_TRACE (RSVERBS_TRACE_ALL) is unset here.
 set -uo pipefail
 source "$(dirname "$0")/../lib.sh"
+unset RSVERBS_TRACE
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 LIB=${RSVERBS_LIB:-$ROOT/build/librsverbs.so.1}
 W=$(mktemp -d)

@@ -11,6 +11,21 @@ BIN=$PWD/ctest/out/bin
 export RESULTS_DIR=/out RSVERBS_LIB=$PWD/build/librsverbs.so.1 BIN
 echo "=== guest: kernel $(uname -r) (${RSVERBS_KERNEL:-bookworm}), userland ${RSVERBS_USERLAND:-bookworm}" \
   "(glibc $(getconf GNU_LIBC_VERSION | cut -d' ' -f2), rdma-core $(dpkg-query -W -f='${Version}' libibverbs1 libibverbs1t64 2>/dev/null | head -1)), BIN=$BIN"
+# RSVERBS_TRACE_ALL: every suite runs with RSVERBS_TRACE set to it (a
+# suite that sets RSVERBS_TRACE itself still does). A file name without a
+# slash (hints:NAME, NAME) is a file in the guest's tmpfs /tmp: tracing all
+# suites writes about a million lines, too slow over 9p to /out; its line
+# counts by verb and hint go to /out/NAME.counts at the end.
+TRACE_FILE=""
+if [ -n "${RSVERBS_TRACE_ALL:-}" ]; then
+  case $RSVERBS_TRACE_ALL in
+    1 | hints | /* | hints:/*) RSVERBS_TRACE=$RSVERBS_TRACE_ALL ;;
+    hints:*) TRACE_FILE=/tmp/${RSVERBS_TRACE_ALL#hints:} RSVERBS_TRACE=hints:$TRACE_FILE ;;
+    *) TRACE_FILE=/tmp/$RSVERBS_TRACE_ALL RSVERBS_TRACE=$TRACE_FILE ;;
+  esac
+  export RSVERBS_TRACE
+  echo "=== every suite with RSVERBS_TRACE=$RSVERBS_TRACE"
+fi
 status=0
 for s in ctest/vm/*.sh; do
   [ -n "${RSVERBS_SUITES:-}" ] && ! grep -qw "$(basename "$s" .sh)" <<< "$RSVERBS_SUITES" && continue
@@ -19,4 +34,11 @@ for s in ctest/vm/*.sh; do
   bash "$s" || status=1
   echo "=== suite $(basename "$s" .sh) done in $(( $(date +%s) - start )) s"
 done
+if [ -n "$TRACE_FILE" ]; then
+  {
+    echo "lines $(wc -l < "$TRACE_FILE" 2> /dev/null || echo 0)"
+    awk '{ print $2 }' "$TRACE_FILE" 2> /dev/null | sort | uniq -c | sort -rn
+  } > "/out/$(basename "$TRACE_FILE").counts"
+  echo "=== trace: $(head -1 "/out/$(basename "$TRACE_FILE").counts") in $TRACE_FILE (counts in /out/$(basename "$TRACE_FILE").counts)"
+fi
 exit $status

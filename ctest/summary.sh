@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Totals every suite's results: the closing line of make check.
+#   ctest/summary.sh [DIR]   DIR/*.results (default ctest/out)
 set -euo pipefail
-dir=$(cd "$(dirname "$0")" && pwd)/out
+dir=${1:-$(cd "$(dirname "$0")" && pwd)/out}
 p=0; f=0
 for r in "$dir"/*.results; do
   [ -e "$r" ] || continue

@@ -9,37 +9,24 @@ LIB=$PWD/build/librsverbs.so.1
 BIN=$PWD/ctest/out/bin
 DEV=rxe1 NETDEV=dummy0 ADDR=192.0.2.1 GROUP=239.4.4.4 MCKEY_GROUP=239.2.2.2 COUNT=10
 W=$(mktemp -d)
-TR=/sys/kernel/tracing
 LIBIBVERBS=$(ldd "$(command -v mckey)" | awk '$1 == "libibverbs.so.1" { print $3 }')
 VERBS=(ibv_attach_mcast ibv_detach_mcast _ibv_query_gid_ex)
-VERSIONS=(IBVERBS_1.1 IBVERBS_1.1 IBVERBS_1.11)
+SHORT=(attach detach gid) # their uprobe names (ctest/vm/uprobes.bash)
 failed=0
 
 say() { printf '\n== %s\n' "$*"; }
 bad() { echo "demo: FAILED: $*"; failed=1; }
 
 # ---- uretprobes: every call of the three verbs, in either library ---------
-# offsets LIB: the file offsets of the three verbs in LIB, in OFF[].
-source "$(dirname "$0")/../ctest/vm/uprobe_offsets.bash"
+source "$(dirname "$0")/../ctest/vm/uprobes.bash"
 probes=0
-if mount -t tracefs nodev $TR 2>/dev/null || [ -w $TR/uprobe_events ]; then
-	probes=1
-	for lib in "rsverbs:$LIB" "libibverbs:$LIBIBVERBS"; do
-		offsets "${lib#*:}"
-		for i in 0 1 2; do
-			off=${OFF[${VERBS[i]}@@${VERSIONS[i]}]:-}
-			[ -n "$off" ] && echo "r:rsvdemo/${lib%%:*}_$i ${lib#*:}:$off rc=\$retval:s32" >> $TR/uprobe_events ||
-				probes=0
-		done
-	done
-	((probes)) && echo 1 > $TR/events/rsvdemo/enable && echo 1 > $TR/tracing_on || probes=0
-fi
+probes_on rsvdemo 1408 rsverbs="$LIB" libibverbs="$LIBIBVERBS" && probes=1
 # served LABEL: one line per verb, "verb: N calls in librsverbs.so.1, M in libibverbs.so.1"
 served() {
 	local i r l
 	for i in 0 1 2; do
-		r=$(grep -c " rsverbs_$i: " $TR/trace)
-		l=$(grep -c " libibverbs_$i: " $TR/trace)
+		r=$(grep -c " rsverbs_${SHORT[i]}: " $TR/trace)
+		l=$(grep -c " libibverbs_${SHORT[i]}: " $TR/trace)
 		printf '           %-18s %2d calls served by librsverbs.so.1, %d by libibverbs.so.1\n' "${VERBS[i]}" "$r" "$l"
 		((l == 0)) || bad "$1: ${VERBS[i]} reached libibverbs"
 	done

@@ -20,6 +20,7 @@
 //!   `cmd_fd` (`exec`), driver_id discovery and per-context routes (`route`);
 //! - [`rdma_core`]: what differs by rdma-core release and provider;
 //! - [`error`]: the one error type and its mapping to C;
+//! - `memcheck`: valgrind client requests for what the kernel wrote;
 //! - [`trace`], [`registry`]: `RSVERBS_TRACE`, its hints, and the attachment
 //!   registry they read (docs/trace.md).
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
@@ -31,6 +32,7 @@ mod env;
 pub mod error;
 pub mod gid;
 pub mod mcast;
+mod memcheck;
 pub mod rdma_core;
 pub mod registry;
 pub mod sysfs;

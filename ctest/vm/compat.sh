@@ -36,36 +36,7 @@ cleanup() {
 trap cleanup EXIT
 
 # ---- uretprobes ----------------------------------------------------------
-TR=/sys/kernel/tracing
-PROBES=()
-source "$(dirname "$0")/uprobe_offsets.bash"
-probes_on() {
-	local lib verb off name
-	{ mountpoint -q $TR || mount -t tracefs nodev $TR; } 2>/dev/null || return 1
-	BUFKB=$(sed "s/.*expanded: \([0-9]*\).*/\1/" $TR/buffer_size_kb)
-	echo 4096 > $TR/buffer_size_kb
-	for lib in "rsv:$RSVERBS_LIB" "ibv:$LIBIBVERBS"; do
-		offsets "${lib#*:}"
-		for verb in attach:ibv_attach_mcast@@IBVERBS_1.1 detach:ibv_detach_mcast@@IBVERBS_1.1 \
-			gid:_ibv_query_gid_ex@@IBVERBS_1.11; do
-			off=${OFF[${verb#*:}]:-}
-			[ -n "$off" ] || return 1
-			name=${lib%%:*}_${verb%%:*}
-			echo "r:rsvcompat/$name ${lib#*:}:$off rc=\$retval:s32" >> $TR/uprobe_events || return 1
-			PROBES+=("$name")
-		done
-	done
-	echo 1 > $TR/events/rsvcompat/enable && echo 1 > $TR/tracing_on
-}
-probes_off() {
-	local n
-	[ ${#PROBES[@]} -gt 0 ] || return 0
-	echo 0 > $TR/events/rsvcompat/enable
-	for n in "${PROBES[@]}"; do echo "-:rsvcompat/$n" >> $TR/uprobe_events; done
-	PROBES=()
-	echo "$BUFKB" > $TR/buffer_size_kb
-}
-probes_clear() { : > $TR/trace; }
+source "$(dirname "$0")/uprobes.bash"
 # The calls since probes_clear, one line per library/verb/return value:
 # "ibv_gid rc=0 x1022".
 probes_read() {
@@ -175,7 +146,7 @@ bound() {
 
 echo "compat: kernel $(uname -r), rdma-core $(dpkg-query -W -f='${Version}' libibverbs1 2>/dev/null)," \
 	"perftest $(dpkg-query -W -f='${Version}' perftest 2>/dev/null)"
-if probes_on; then
+if probes_on rsvcompat 4096 rsv="$RSVERBS_LIB" ibv="$LIBIBVERBS"; then
 	pass "uretprobes on the verbs of librsverbs.so.1 and $(basename "$LIBIBVERBS")"
 else
 	fail "cannot set uretprobes on the verbs (tracefs/uprobe_events)"

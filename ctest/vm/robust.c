@@ -286,6 +286,16 @@ static void gid_arg_cases(struct objs *o)
 		q_line("R", name, o->ctx, 1, idxs[i], 0, 32, NULL);
 		q_line("R", name, o->ctx, 0xffffffffu, idxs[i], 0, 32, NULL);
 	}
+	/* An entry the program never wrote, filled by the kernel: reading it
+	 * must be clean under memcheck, as with rdma-core, which marks what
+	 * an ioctl wrote defined (libibverbs/cmd_ioctl.c finalize_attr). */
+	{
+		struct ibv_gid_entry fresh;
+		errno = SENTINEL;
+		int fr = ibv_query_gid_ex(o->ctx, 1, 0, &fresh, 0);
+		printf("R fresh-entry ret=%d errno=%d type=%u ifindex-set=%d gid0=%02x\n", fr, errno,
+		       fr ? 0u : fresh.gid_type, fr ? 0 : fresh.ndev_ifindex != 0, fr ? 0u : fresh.gid.raw[0]);
+	}
 	/* Misaligned entry: fine for both. */
 	unsigned char *buf = malloc(128);
 	memset(buf, 0xa5, 128);

@@ -4,15 +4,22 @@
 #     in its healthy twin; each scenario prints the same return values and
 #     errno with tracing on and off.
 #  2. One trace line per call: the calls of the three verbs, counted
-#     independently by uretprobes on librsverbs (compat.sh's approach,
-#     ctest/vm/uprobe_offsets.bash), equal the calls the trace lines stand
+#     independently by uretprobes on librsverbs (ctest/vm/uprobes.bash, as
+#     compat.sh), equal the calls the trace lines stand
 #     for (a collapsed ENODATA line "×N" stands for N) for the conformance
 #     program (preloaded and relinked), mckey and ib_send_bw UD multicast,
 #     and a full GID-table walk.
 #  3. The suites named by TRACE_SUITES (default "conform diffrand") run
-#     again with RSVERBS_TRACE=hints:FILE, under the names NAME_traced.
+#     again with RSVERBS_TRACE=hints:FILE, under the names NAME_traced
+#     (none by default when every suite already runs traced:
+#     RSVERBS_TRACE_ALL, ctest/guest_suite.sh).
+# This suite sets RSVERBS_TRACE itself, per run: an inherited one is unset.
 set -uo pipefail
 source "$(dirname "$0")/../lib.sh"
+if [ -n "${RSVERBS_TRACE+x}" ]; then
+	: "${TRACE_SUITES=}"
+	unset RSVERBS_TRACE
+fi
 W=$(mktemp -d)
 DEV=rxe1 NETDEV=dummy0 ADDR=192.0.2.1 ADDR_GID=0000:0000:0000:0000:0000:ffff:c000:0201
 TO=${COMPAT_TIMEOUT:-90}
@@ -31,33 +38,7 @@ cleanup() {
 trap cleanup EXIT
 
 # ---- uretprobes on librsverbs' three verbs ---------------------------------
-TR=/sys/kernel/tracing
-PROBES=()
-source "$(dirname "$0")/uprobe_offsets.bash"
-probes_on() {
-	local verb off
-	{ mountpoint -q $TR || mount -t tracefs nodev $TR; } 2>/dev/null || return 1
-	BUFKB=$(sed "s/.*expanded: \([0-9]*\).*/\1/" $TR/buffer_size_kb)
-	echo 8192 > $TR/buffer_size_kb
-	offsets "$RSVERBS_LIB"
-	for verb in attach:ibv_attach_mcast@@IBVERBS_1.1 detach:ibv_detach_mcast@@IBVERBS_1.1 \
-		gid:_ibv_query_gid_ex@@IBVERBS_1.11; do
-		off=${OFF[${verb#*:}]:-}
-		[ -n "$off" ] || return 1
-		echo "r:rsvtrace/${verb%%:*} $RSVERBS_LIB:$off rc=\$retval:s32" >> $TR/uprobe_events || return 1
-		PROBES+=("${verb%%:*}")
-	done
-	echo 1 > $TR/events/rsvtrace/enable && echo 1 > $TR/tracing_on
-}
-probes_off() {
-	local n
-	[ ${#PROBES[@]} -gt 0 ] || return 0
-	echo 0 > $TR/events/rsvtrace/enable
-	for n in "${PROBES[@]}"; do echo "-:rsvtrace/$n" >> $TR/uprobe_events; done
-	PROBES=()
-	echo "$BUFKB" > $TR/buffer_size_kb
-}
-probes_clear() { : > $TR/trace; }
+source "$(dirname "$0")/uprobes.bash"
 # "attach=N detach=N gid=N": the calls since probes_clear.
 probes_count() {
 	awk '!/^#/ { for (i = 1; i <= NF; i++) if ($i ~ /^(attach|detach|gid):$/) { sub(/:$/, "", $i); n[$i]++ } }
@@ -90,7 +71,7 @@ well_formed() {
 	[ "$bad" = 0 ]
 }
 
-if probes_on; then pass "uretprobes on librsverbs.so.1's three verbs"; else fail "cannot set uretprobes on librsverbs.so.1"; fi
+if probes_on rsvtrace 8192 ="$RSVERBS_LIB"; then pass "uretprobes on librsverbs.so.1's three verbs"; else fail "cannot set uretprobes on librsverbs.so.1"; fi
 
 # ---- 1. hints: each fires in its scenario, silent in its twin --------------
 # scenario NAME ARGS...: runs trace.c preloaded with tracing off, then with

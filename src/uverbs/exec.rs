@@ -3,7 +3,7 @@
 //! Each function is one syscall; on failure `errno` is left as the kernel set
 //! it, exactly as rdma-core's `execute_ioctl` / `_execute_cmd_write` leave it.
 
-use super::ioctl::{Cmd, RDMA_VERBS_IOCTL};
+use super::ioctl::{ATTR_F_VALID_OUTPUT, Cmd, RDMA_VERBS_IOCTL};
 use super::write::WriteCmd;
 use crate::error::{Error, Result};
 use core::ffi::c_int;
@@ -25,7 +25,17 @@ pub fn ioctl<const N: usize>(fd: c_int, cmd: &mut Cmd<N>) -> Result<()> {
     // hdr.num_attrs attributes; any pointers inside it were built by the
     // caller from live buffers that outlive this call.
     let rc = unsafe { syscall3(libc::SYS_ioctl, fd as usize, RDMA_VERBS_IOCTL as usize, arg) };
-    if rc >= 0 { Ok(()) } else { Err(report(-rc as c_int)) }
+    if rc < 0 {
+        return Err(report(-rc as c_int));
+    }
+    // What the kernel wrote, for valgrind, as rdma-core does
+    // (cmd_ioctl.c `finalize_attr`).
+    for a in &cmd.attrs {
+        if a.flags & ATTR_F_VALID_OUTPUT != 0 && a.len != 0 {
+            crate::memcheck::mem_defined(a.data, u64::from(a.len));
+        }
+    }
+    Ok(())
 }
 
 /// The attach/detach fast path: `write(fd, cmd, sizeof cmd)` as one raw

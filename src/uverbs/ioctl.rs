@@ -23,6 +23,9 @@ pub const METHOD_NONEXISTENT: u16 = 0x0fff;
 
 /// `UVERBS_ATTR_F_MANDATORY`.
 const ATTR_F_MANDATORY: u16 = 1;
+/// `UVERBS_ATTR_F_VALID_OUTPUT`: set by the kernel on an output attribute
+/// it wrote (uverbs_ioctl.c `uverbs_set_output`).
+pub const ATTR_F_VALID_OUTPUT: u16 = 2;
 
 /// `enum uverbs_attrs_invoke_write_cmd_attr_ids`.
 const ATTR_CORE_IN: u16 = 0;
