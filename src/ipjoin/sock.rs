@@ -40,10 +40,10 @@ pub fn join(ifindex: u32, mgid: &Mgid) -> Result<c_int, c_int> {
         Some(_) => (&V4, libc::AF_INET),
         None => (&V6, libc::AF_INET6),
     };
-    let mut last = libc::ENOBUFS;
     for slot in pool {
         let mut fd = slot.load(Relaxed);
-        if fd < 0 {
+        let fresh = fd < 0;
+        if fresh {
             // SAFETY: plain socket(2).
             fd = unsafe { libc::socket(family, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
             if fd < 0 {
@@ -52,15 +52,16 @@ pub fn join(ifindex: u32, mgid: &Mgid) -> Result<c_int, c_int> {
             slot.store(fd, Relaxed);
         }
         match membership(fd, true, ifindex, mgid) {
-            // EADDRINUSE: this socket has it already (only a race with a
-            // membership rsverbs did not count could do that): it is held.
-            Ok(()) => return Ok(fd),
-            Err(libc::EADDRINUSE) => return Ok(fd),
-            Err(libc::ENOBUFS) => last = libc::ENOBUFS,
+            // EADDRINUSE: this socket has it already (only a membership
+            // rsverbs did not count could do that): it is held.
+            Ok(()) | Err(libc::EADDRINUSE) => return Ok(fd),
+            // This socket is full; a new one that is full at once means
+            // the limit is 0 (or memory is short): no socket will do.
+            Err(libc::ENOBUFS) if !fresh => {}
             Err(e) => return Err(e),
         }
     }
-    Err(last)
+    Err(libc::ENOBUFS)
 }
 
 /// Leaves `mgid` on `ifindex` through `fd`, the socket [`join`] returned.
