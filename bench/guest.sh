@@ -264,7 +264,7 @@ breakdown() { # breakdown LABEL CALLS
   echo
   echo "## What tracing costs when it is off"
   echo
-  echo "With \`RSVERBS_TRACE\` unset, each export tests one byte (trace::enabled, a Relaxed load) before the" \
+  echo "With \`RSVERBS_TRACE\` unset, each export tests one byte (hooks::wanted, a Relaxed load, also set by RSVERBS_MCAST_IPJOIN) before the" \
        "unchanged body. **untraced** is the same library built with that test compiled out (Cargo feature" \
        "\`bench-untraced\`, bench/out/untraced/librsverbs.so.1), preloaded like **preloaded**, and run in the" \
        "same rounds and slots above. Ratio: the median over slots of preloaded ÷ untraced; noise: the A/A" \
