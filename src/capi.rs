@@ -8,9 +8,10 @@
 //! `_ibv_query_gid_ex@IBVERBS_1.11`, and never the `@IBVERBS_1.0` compat
 //! symbols that take `struct ibv_qp_1_0 *` (docs/kernel-abi.md §5).
 //!
-//! Each export first tests [`trace::enabled`] (one Relaxed load); only
-//! with `RSVERBS_TRACE` set does the call go through the trace, which
-//! calls the same body and restores `errno` (docs/trace.md).
+//! Each export first tests [`hooks::wanted`] (one Relaxed load); only
+//! with `RSVERBS_TRACE` or `RSVERBS_MCAST_IPJOIN` set does the call go
+//! through the hooks, which call the same body and restore `errno`
+//! (docs/trace.md, docs/ipjoin.md).
 //!
 //! Panics cannot cross this boundary: the library is built with
 //! `panic = "abort"`, and no code path below calls `unwrap`, `expect` or
@@ -19,7 +20,7 @@
 use crate::abi::{ibv_context, ibv_gid, ibv_gid_entry, ibv_qp};
 use crate::error::{Error, to_c};
 use crate::registry::QpKey;
-use crate::{gid, mcast, trace};
+use crate::{gid, hooks, mcast, trace};
 use core::ffi::c_int;
 
 #[cfg(not(any(test, feature = "no-symver")))]
@@ -41,9 +42,9 @@ const NULL_ARG: Error = Error::sys(libc::EINVAL);
 /// Non-NULL pointers must point at live objects created by rdma-core.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rsverbs_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
-    if trace::enabled() {
-        // SAFETY: forwarded; the trace calls mcast_c with the same arguments.
-        return unsafe { trace::mcast(true, qp, gid, lid, mcast_c) };
+    if hooks::wanted() {
+        // SAFETY: forwarded; the hooks call mcast_c with the same arguments.
+        return unsafe { hooks::mcast(true, qp, gid, lid, mcast_c) };
     }
     // SAFETY: the caller's contract.
     unsafe { mcast_c(true, qp, gid, lid) }
@@ -58,9 +59,9 @@ pub unsafe extern "C" fn rsverbs_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_g
 /// Non-NULL pointers must point at live objects created by rdma-core.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rsverbs_detach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
-    if trace::enabled() {
+    if hooks::wanted() {
         // SAFETY: as in rsverbs_attach_mcast.
-        return unsafe { trace::mcast(false, qp, gid, lid, mcast_c) };
+        return unsafe { hooks::mcast(false, qp, gid, lid, mcast_c) };
     }
     // SAFETY: the caller's contract.
     unsafe { mcast_c(false, qp, gid, lid) }
@@ -101,7 +102,7 @@ pub unsafe extern "C" fn rsverbs_query_gid_ex(
     flags: u32,
     entry_size: usize,
 ) -> c_int {
-    if trace::enabled() {
+    if hooks::wanted() {
         // SAFETY: forwarded; the trace calls query_c with the same arguments.
         return unsafe { trace::query_gid(context, port_num, gid_index, entry, flags, entry_size, query_c) };
     }

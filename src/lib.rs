@@ -21,7 +21,10 @@
 //! - [`rdma_core`]: what differs by rdma-core release and provider;
 //! - [`error`]: the one error type and its mapping to C;
 //! - [`trace`], [`registry`]: `RSVERBS_TRACE`, its hints, and the attachment
-//!   registry they read (docs/trace.md).
+//!   registry they read (docs/trace.md);
+//! - `ipjoin`: `RSVERBS_MCAST_IPJOIN`, the opt-in IP-level join
+//!   (docs/ipjoin.md); `hooks`: the exports' one check for both;
+//!   `port`: a QP's port and its netdevs, for both.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
@@ -30,7 +33,10 @@ pub mod capi;
 mod env;
 pub mod error;
 pub mod gid;
+mod hooks;
+mod ipjoin;
 pub mod mcast;
+mod port;
 pub mod rdma_core;
 pub mod registry;
 pub mod sysfs;

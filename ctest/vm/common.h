@@ -185,6 +185,61 @@ static inline int count_fds(void)
 	return n - 1;
 }
 
+/* Open fds of this process that are sockets (readlink "socket:[N]"). */
+static inline int count_socket_fds(void)
+{
+	int n = 0;
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	char path[300], target[64];
+	if (!d)
+		return -1;
+	while ((e = readdir(d))) {
+		ssize_t len;
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+		len = readlink(path, target, sizeof(target) - 1);
+		if (len > 0 && (target[len] = 0, !strncmp(target, "socket:", 7)))
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Whether `netdev` has joined the IP group of MGID `g` (v4-mapped:
+ * /proc/net/igmp, a device line then its groups as %08X of the __be32,
+ * kernel igmp.c igmp_mc_seq_show; else /proc/net/igmp6, one line per group,
+ * mcast.c igmp6_mc_seq_show). -1 when the file cannot be read. */
+static inline int ip_member(const char *netdev, const union ibv_gid *g)
+{
+	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	char line[512], want[40];
+	int v4 = !memcmp(g->raw, mapped, 12), in_dev = 0, found = 0;
+	FILE *f = fopen(v4 ? "/proc/net/igmp" : "/proc/net/igmp6", "r");
+	if (!f)
+		return -1;
+	if (v4) {
+		uint32_t be;
+		memcpy(&be, g->raw + 12, 4);
+		snprintf(want, sizeof(want), "%08X", be);
+	} else {
+		for (int i = 0; i < 16; i++)
+			snprintf(want + 2 * i, 3, "%02x", g->raw[i]);
+	}
+	while (!found && fgets(line, sizeof(line), f)) {
+		char a[64], b[64];
+		if (v4 && line[0] != '\t' && line[0] != ' ')
+			in_dev = sscanf(line, "%63s %63s", a, b) == 2 && !strcmp(b, netdev);
+		else if (v4)
+			found = in_dev && sscanf(line, "%63s", a) == 1 && !strcmp(a, want);
+		else
+			found = sscanf(line, "%*s %63s %63s", a, b) == 2 && !strcmp(a, netdev) && !strcmp(b, want);
+	}
+	fclose(f);
+	return found;
+}
+
 /* Opens the RDMA device called `name`; exits with status 2 if there is none. */
 static inline struct ibv_context *open_by_name(const char *name)
 {

@@ -152,6 +152,11 @@ fn limit(c: &Call<'_>) {
 }
 
 fn no_ip_join(c: &Call<'_>) {
+    // With RSVERBS_MCAST_IPJOIN=1 rsverbs joins right after this line (and
+    // traces the join's result, docs/ipjoin.md): no hint.
+    if crate::ipjoin::on() {
+        return;
+    }
     let Some(port) = c.port else { return };
     if !facts::is_ethernet(c.dev, port) {
         return;

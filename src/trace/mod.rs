@@ -1,8 +1,9 @@
 //! `RSVERBS_TRACE`: one line per call of the three verbs, and hints
 //! (docs/trace.md).
 //!
-//! The exports test one static, [`enabled`], with a Relaxed load: with
-//! tracing off that is the whole cost (no syscall, lock or allocation). A
+//! The exports test one static, [`crate::hooks::wanted`], with a Relaxed
+//! load: with tracing (and `RSVERBS_MCAST_IPJOIN`) off that is the whole
+//! cost (no syscall, lock or allocation). A
 //! library constructor reads `RSVERBS_TRACE` with `secure_getenv` (ignored
 //! in setuid and setgid programs); a call that comes before it (another
 //! library's constructor) reads it itself. Everything else is out of line
@@ -21,7 +22,7 @@ use crate::registry::{self, Attachment, QpKey};
 use crate::uverbs::route::{self, Key};
 use core::ffi::{c_char, c_int};
 use core::fmt::Write;
-use core::sync::atomic::{AtomicU8, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
+use core::sync::atomic::{AtomicU8, Ordering::Acquire, Ordering::Release};
 use format::{Line, Mgid, Res, c_field};
 
 const UNINIT: u8 = 0;
@@ -34,15 +35,28 @@ const HINTS: u8 = 4;
 
 static MODE: AtomicU8 = AtomicU8::new(UNINIT);
 
-/// Whether a call must go through the trace (on, or not yet initialised).
-#[inline(always)]
-pub fn enabled() -> bool {
-    MODE.load(Relaxed) != OFF
+/// Whether tracing is on (reads `RSVERBS_TRACE` on first use). The
+/// exports' one check is [`crate::hooks::wanted`].
+pub fn on() -> bool {
+    mode() != OFF
 }
 
 /// Whether the attachment registry is kept (any tracing on).
 pub fn registry_on() -> bool {
     matches!(mode(), LINES | HINTS)
+}
+
+/// A line from another opt-in feature (`RSVERBS_MCAST_IPJOIN`'s joins and
+/// leaves), when tracing is on.
+pub fn note(args: core::fmt::Arguments<'_>) {
+    if !registry_on() {
+        return;
+    }
+    let pid = std::process::id();
+    collapse::flush(pid);
+    let mut l = Line::new(pid);
+    let _ = l.write_fmt(args);
+    sink::emit(l.finish());
 }
 
 unsafe extern "C" {

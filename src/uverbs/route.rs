@@ -110,8 +110,11 @@ pub fn no_fast_write() {
 /// pthread_atfork child handler: the child's credentials are a new object,
 /// so its write()s would meet the kernel's `ib_safe_file_access` (EACCES,
 /// and one kernel log line): switch it to INVOKE_WRITE before its first call.
+/// Also `RSVERBS_MCAST_IPJOIN`'s child part: forget the parent's counts and
+/// close the inherited sockets (ipjoin/mod.rs).
 extern "C" fn after_fork_in_child() {
     no_fast_write();
+    crate::ipjoin::after_fork_in_child();
 }
 
 unsafe extern "C" {

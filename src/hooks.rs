@@ -1,0 +1,59 @@
+//! The exports' one check: whether an opt-in feature wants the call
+//! (`RSVERBS_TRACE`, docs/trace.md; `RSVERBS_MCAST_IPJOIN`,
+//! docs/ipjoin.md). One byte, loaded Relaxed: set until both variables are
+//! read (a call before the constructor reads them itself), cleared for good
+//! when both are off. The features' own code is out of line.
+
+use crate::abi::{ibv_gid, ibv_qp};
+use crate::error::{errno, set_errno};
+use crate::{ipjoin, trace};
+use core::ffi::c_int;
+use core::sync::atomic::{AtomicBool, Ordering::Relaxed};
+
+static WANTED: AtomicBool = AtomicBool::new(true);
+
+/// Whether a call must go through [`mcast`] or the trace.
+#[inline(always)]
+pub fn wanted() -> bool {
+    WANTED.load(Relaxed)
+}
+
+/// Reads both variables (each once per process) and clears [`WANTED`]
+/// when neither is on.
+fn settle() {
+    let t = trace::on();
+    let j = ipjoin::on();
+    if !t && !j {
+        WANTED.store(false, Relaxed);
+    }
+}
+
+// A library constructor (.init_array, ELF gABI), as the trace's own.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static CTOR: extern "C" fn() = ctor;
+
+extern "C" fn ctor() {
+    settle();
+}
+
+/// Attach (`attach`) or detach through `call`: traced when tracing is on,
+/// then the IP-level join or leave when `RSVERBS_MCAST_IPJOIN` is on. The
+/// result and `errno` are `call`'s.
+///
+/// # Safety
+/// As the exports': non-NULL pointers point at live rdma-core objects.
+#[cold]
+#[inline(never)]
+pub unsafe fn mcast(attach: bool, qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16, call: trace::McastFn) -> c_int {
+    settle();
+    // SAFETY: forwarded from our caller; the trace calls `call` when off.
+    let rc = unsafe { trace::mcast(attach, qp, gid, lid, call) };
+    if ipjoin::on() {
+        let saved = errno();
+        // SAFETY: forwarded from our caller.
+        unsafe { ipjoin::after_mcast(attach, qp, gid, rc) };
+        set_errno(saved);
+    }
+    rc
+}

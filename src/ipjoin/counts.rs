@@ -1,0 +1,202 @@
+//! The IP-level join counts, without syscalls: which (QP, MGID) pairs are
+//! attached through rsverbs, on which netdevs, and how many of them use
+//! each (netdev, group). The caller joins a group on a netdev when
+//! [`Counts::attach`] names it and leaves it when [`Counts::detach`] does.
+//!
+//! One attachment per distinct (QP, MGID), whatever the LID: uverbs keeps
+//! one entry per (MGID, LID) and a duplicate attach is a no-op (kernel
+//! uverbs_cmd.c `ib_uverbs_attach_mcast`), and on RoCE the LID plays no
+//! part: `ib_attach_mcast` checks it only on InfiniBand (verbs.c), rxe
+//! ignores it and a detach with any LID takes the QP out of the group
+//! (rxe_mcast.c `rxe_detach_mcast`). So a second attach of a pair adds
+//! nothing, and the first successful detach of the pair ends it.
+
+use crate::registry::QpKey;
+
+/// A group as the kernel's MGID: v4-mapped or IPv6.
+pub type Mgid = [u8; 16];
+
+struct Member {
+    qp: QpKey,
+    mgid: Mgid,
+    /// The netdevs this attachment counts on (fixed at attach time, so a
+    /// detach leaves exactly what the attach counted).
+    ifindexes: Vec<u32>,
+}
+
+struct Group {
+    ifindex: u32,
+    mgid: Mgid,
+    users: u32,
+    /// The socket holding the membership; -1 while not joined (the join
+    /// failed, or has not been made yet).
+    fd: i32,
+}
+
+/// Every attachment and (netdev, group) count of the process.
+pub struct Counts {
+    members: Vec<Member>,
+    groups: Vec<Group>,
+}
+
+impl Counts {
+    pub const fn new() -> Self {
+        Counts { members: Vec::new(), groups: Vec::new() }
+    }
+
+    /// Whether (qp, mgid) is attached already.
+    pub fn has(&self, qp: QpKey, mgid: &Mgid) -> bool {
+        self.members.iter().any(|m| m.qp == qp && m.mgid == *mgid)
+    }
+
+    /// A successful attach of (qp, mgid), counted on `ifindexes`. Returns the
+    /// netdevs where the group is not joined yet (its first user, or an
+    /// earlier join that failed): the caller joins there and reports each
+    /// with [`Counts::joined`]. A duplicate attach returns nothing.
+    pub fn attach(&mut self, qp: QpKey, mgid: &Mgid, ifindexes: &[u32]) -> Vec<u32> {
+        if self.has(qp, mgid) {
+            return Vec::new();
+        }
+        let mut to_join = Vec::new();
+        let mut mine = Vec::new();
+        for &i in ifindexes {
+            if mine.contains(&i) {
+                continue;
+            }
+            mine.push(i);
+            match self.groups.iter_mut().find(|g| g.ifindex == i && g.mgid == *mgid) {
+                Some(g) => {
+                    g.users += 1;
+                    if g.fd < 0 {
+                        to_join.push(i);
+                    }
+                }
+                None => {
+                    self.groups.push(Group { ifindex: i, mgid: *mgid, users: 1, fd: -1 });
+                    to_join.push(i);
+                }
+            }
+        }
+        self.members.push(Member { qp, mgid: *mgid, ifindexes: mine });
+        to_join
+    }
+
+    /// The group is now joined on `ifindex` through socket `fd`.
+    pub fn joined(&mut self, ifindex: u32, mgid: &Mgid, fd: i32) {
+        if let Some(g) = self.groups.iter_mut().find(|g| g.ifindex == ifindex && g.mgid == *mgid) {
+            g.fd = fd;
+        }
+    }
+
+    /// A successful detach of (qp, mgid). Returns the (netdev, socket) pairs
+    /// whose last user this was and that are joined: the caller leaves them.
+    /// A detach of a pair not attached through rsverbs (or attached before
+    /// a fork, in the child) returns nothing.
+    pub fn detach(&mut self, qp: QpKey, mgid: &Mgid) -> Vec<(u32, i32)> {
+        let Some(at) = self.members.iter().position(|m| m.qp == qp && m.mgid == *mgid) else {
+            return Vec::new();
+        };
+        let m = self.members.swap_remove(at);
+        let mut to_leave = Vec::new();
+        for i in m.ifindexes {
+            let Some(gi) = self.groups.iter().position(|g| g.ifindex == i && g.mgid == *mgid) else { continue };
+            let g = &mut self.groups[gi];
+            g.users -= 1;
+            if g.users == 0 {
+                let g = self.groups.swap_remove(gi);
+                if g.fd >= 0 {
+                    to_leave.push((g.ifindex, g.fd));
+                }
+            }
+        }
+        to_leave
+    }
+
+    /// The users of (ifindex, mgid).
+    #[cfg(test)]
+    pub fn users(&self, ifindex: u32, mgid: &Mgid) -> u32 {
+        self.groups.iter().find(|g| g.ifindex == ifindex && g.mgid == *mgid).map_or(0, |g| g.users)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const QP1: QpKey = QpKey { ctx: 0x1000, handle: 1 };
+    const QP2: QpKey = QpKey { ctx: 0x1000, handle: 2 };
+    const QP3: QpKey = QpKey { ctx: 0x2000, handle: 1 };
+
+    fn g(last: u8) -> Mgid {
+        let mut m = [0u8; 16];
+        m[10] = 0xff;
+        m[11] = 0xff;
+        m[12] = 239;
+        m[15] = last;
+        m
+    }
+
+    #[test]
+    fn first_attach_joins_last_detach_leaves() {
+        let mut c = Counts::new();
+        assert_eq!(c.attach(QP1, &g(1), &[3]), vec![3]);
+        c.joined(3, &g(1), 10);
+        assert_eq!(c.attach(QP2, &g(1), &[3]), Vec::<u32>::new());
+        assert_eq!(c.attach(QP3, &g(1), &[3]), Vec::<u32>::new());
+        assert_eq!(c.users(3, &g(1)), 3);
+        assert_eq!(c.detach(QP2, &g(1)), vec![]);
+        assert_eq!(c.detach(QP1, &g(1)), vec![]);
+        assert_eq!(c.detach(QP3, &g(1)), vec![(3, 10)]);
+        assert_eq!(c.users(3, &g(1)), 0);
+    }
+
+    #[test]
+    fn duplicate_attach_then_one_detach_leaves() {
+        let mut c = Counts::new();
+        assert_eq!(c.attach(QP1, &g(2), &[3]), vec![3]);
+        c.joined(3, &g(2), 10);
+        assert_eq!(c.attach(QP1, &g(2), &[3]), Vec::<u32>::new());
+        assert_eq!(c.users(3, &g(2)), 1);
+        assert_eq!(c.detach(QP1, &g(2)), vec![(3, 10)]);
+        // A second detach (the kernel answers EINVAL, so it never comes
+        // here; and if it did) leaves nothing twice.
+        assert_eq!(c.detach(QP1, &g(2)), vec![]);
+    }
+
+    #[test]
+    fn groups_and_netdevs_are_apart() {
+        let mut c = Counts::new();
+        assert_eq!(c.attach(QP1, &g(1), &[3, 7, 3]), vec![3, 7]);
+        c.joined(3, &g(1), 10);
+        c.joined(7, &g(1), 10);
+        assert_eq!(c.attach(QP2, &g(2), &[3]), vec![3]);
+        c.joined(3, &g(2), 11);
+        assert_eq!(c.attach(QP2, &g(1), &[7]), Vec::<u32>::new());
+        assert_eq!(c.detach(QP1, &g(1)), vec![(3, 10)]);
+        assert_eq!(c.detach(QP2, &g(1)), vec![(7, 10)]);
+        assert_eq!(c.detach(QP2, &g(2)), vec![(3, 11)]);
+    }
+
+    #[test]
+    fn a_failed_join_is_retried_and_never_left() {
+        let mut c = Counts::new();
+        assert_eq!(c.attach(QP1, &g(4), &[3]), vec![3]);
+        // no joined(): the join failed
+        assert_eq!(c.attach(QP2, &g(4), &[3]), vec![3]);
+        assert_eq!(c.detach(QP1, &g(4)), vec![]);
+        assert_eq!(c.detach(QP2, &g(4)), vec![]);
+        assert_eq!(c.attach(QP1, &g(4), &[3]), vec![3]);
+        c.joined(3, &g(4), 12);
+        assert_eq!(c.detach(QP1, &g(4)), vec![(3, 12)]);
+    }
+
+    #[test]
+    fn unknown_detach_and_no_netdev() {
+        let mut c = Counts::new();
+        assert_eq!(c.detach(QP1, &g(5)), vec![]);
+        assert_eq!(c.attach(QP1, &g(5), &[]), Vec::<u32>::new());
+        assert!(c.has(QP1, &g(5)));
+        assert_eq!(c.detach(QP1, &g(5)), vec![]);
+        assert!(!c.has(QP1, &g(5)));
+    }
+}

@@ -1,0 +1,149 @@
+//! A QP's port and what that port sits on: its link layer and its netdevs.
+//! Read by the trace (its `port=` field and hints) and by
+//! `RSVERBS_MCAST_IPJOIN` (the netdevs to join a group on). The kernel is
+//! asked through the context's own route, as rdma-core's `ibv_query_qp` and
+//! `ibv_query_gid_table` would; sysfs where the kernel has no command. The
+//! caller saves and restores `errno`.
+
+use crate::abi::{ibv_device, ibv_gid_entry};
+use crate::trace::format::c_field;
+use crate::uverbs::{self, ioctl, route, route::Key};
+use core::mem::size_of;
+
+/// `enum ib_uverbs_write_cmds` (kernel include/uapi/rdma/ib_user_verbs.h).
+const CMD_QUERY_QP: u32 = 25;
+/// `IBV_QP_PORT` (verbs.h `enum ibv_qp_attr_mask`).
+const IBV_QP_PORT: u32 = 1 << 5;
+
+/// `struct ib_uverbs_query_qp` (16 bytes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct QueryQpReq {
+    response: u64,
+    qp_handle: u32,
+    attr_mask: u32,
+}
+
+/// `struct ib_uverbs_query_qp_resp` is 128 bytes; `port_num` is byte 116.
+const QP_RESP_LEN: usize = 128;
+const QP_RESP_PORT: usize = 116;
+
+/// The port a QP is bound to: the kernel's `port_num` (QUERY_QP), which
+/// is set from INIT on (kernel uverbs_cmd.c `ib_uverbs_query_qp`); for a
+/// QP still in RESET (port 0) the device's only port when it has one.
+pub fn qp_port(key: Key, handle: u32, dev: &ibv_device) -> Option<u32> {
+    if key.fd >= 0 {
+        let mut resp = [0u8; QP_RESP_LEN];
+        let addr = resp.as_mut_ptr() as u64;
+        let req = QueryQpReq { response: addr, qp_handle: handle, attr_mask: IBV_QP_PORT };
+        if uverbs::run_write_cmd(key, CMD_QUERY_QP, req, Some((addr, QP_RESP_LEN as u16))).is_ok()
+            && resp[QP_RESP_PORT] != 0
+        {
+            return Some(u32::from(resp[QP_RESP_PORT]));
+        }
+    }
+    only_port(dev)
+}
+
+/// The device's port when `ports/` lists exactly one.
+fn only_port(dev: &ibv_device) -> Option<u32> {
+    let dir = std::fs::read_dir(format!("{}/ports", c_field(&dev.ibdev_path))).ok()?;
+    let ports: Vec<u32> = dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect();
+    (ports.len() == 1).then(|| ports[0])
+}
+
+/// A sysfs attribute below the device, trimmed.
+fn attr(dev: &ibv_device, rel: &str) -> Option<String> {
+    let s = std::fs::read_to_string(format!("{}/{rel}", c_field(&dev.ibdev_path))).ok()?;
+    let t = s.trim();
+    (!t.is_empty()).then(|| t.to_owned())
+}
+
+/// `ports/N/link_layer` is `Ethernet` (RoCE, iWARP) or `InfiniBand`
+/// (kernel sysfs.c `show_port_link_layer`).
+pub fn is_ethernet(dev: &ibv_device, port: u32) -> bool {
+    attr(dev, &format!("ports/{port}/link_layer")).is_some_and(|l| l == "Ethernet")
+}
+
+/// The netdev of GID `index` (kernel sysfs.c `print_ndev`: empty entries
+/// and IB ports have none).
+pub fn gid_netdev(dev: &ibv_device, port: u32, index: u32) -> Option<String> {
+    attr(dev, &format!("ports/{port}/gid_attrs/ndevs/{index}"))
+}
+
+/// The netdev of the port's GIDs: that of the first populated entry (a
+/// RoCE port's default GIDs come first, kernel roce_gid_mgmt.c).
+pub fn port_netdev(dev: &ibv_device, port: u32) -> Option<String> {
+    (0..16).find_map(|i| gid_netdev(dev, port, i))
+}
+
+
+/// The most GID entries one QUERY_GID_TABLE answer can carry: the attribute
+/// length is a u16 (`struct ib_uverbs_attr`), 2047 entries of 32 bytes.
+const TABLE_MAX: usize = u16::MAX as usize / size_of::<ibv_gid_entry>();
+
+/// The distinct netdevs (ifindexes) of `port`'s GID entries, in table
+/// order. An InfiniBand port has none (its entries carry ifindex 0, kernel
+/// uverbs_std_types_device.c `copy_gid_entries_to_user` via
+/// `rdma_read_gid_attr_ndev_rcu`). QUERY_GID_TABLE (Linux 5.10 on) gives
+/// every valid entry in one call; on older kernels, sysfs: the netdev of the
+/// port's first populated entry, its default GID's (roce_gid_mgmt.c).
+pub fn netdevs(key: Key, dev: &ibv_device, port: u32) -> Vec<u32> {
+    if let Some(v) = table_netdevs(key, port) {
+        return v;
+    }
+    if !is_ethernet(dev, port) {
+        return Vec::new();
+    }
+    let Some(name) = port_netdev(dev, port).and_then(|n| std::ffi::CString::new(n).ok()) else {
+        return Vec::new();
+    };
+    // SAFETY: name is NUL-terminated.
+    let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
+    if index == 0 { Vec::new() } else { vec![index] }
+}
+
+/// [`netdevs`] from QUERY_GID_TABLE; None when the kernel lacks it.
+fn table_netdevs(key: Key, port: u32) -> Option<Vec<u32>> {
+    let route = route::get(key).ok()?;
+    if route.gid_fallback() {
+        return None;
+    }
+    let zero = ibv_gid_entry { gid: crate::abi::ibv_gid { raw: [0; 16] }, gid_index: 0, port_num: 0, gid_type: 0, ndev_ifindex: 0 };
+    let mut entries = vec![zero; TABLE_MAX];
+    let mut num = 0u64;
+    let addr = entries.as_mut_ptr() as u64;
+    let len = (TABLE_MAX * size_of::<ibv_gid_entry>()) as u16;
+    let num_addr = (&mut num as *mut u64) as u64;
+    let build = |id| ioctl::query_gid_table(id, size_of::<ibv_gid_entry>() as u32, addr, len, num_addr);
+    uverbs::ioctl_checked(key, route, build).ok()?;
+    Some(distinct_netdevs(&entries[..(num as usize).min(TABLE_MAX)], port))
+}
+
+/// The distinct non-zero ifindexes of `port`'s entries, first seen first.
+pub fn distinct_netdevs(entries: &[ibv_gid_entry], port: u32) -> Vec<u32> {
+    let mut v = Vec::new();
+    for e in entries {
+        if e.port_num == port && e.ndev_ifindex != 0 && !v.contains(&e.ndev_ifindex) {
+            v.push(e.ndev_ifindex);
+        }
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(port: u32, index: u32, ifindex: u32) -> ibv_gid_entry {
+        ibv_gid_entry { gid: crate::abi::ibv_gid { raw: [0; 16] }, gid_index: index, port_num: port, gid_type: 2, ndev_ifindex: ifindex }
+    }
+
+    #[test]
+    fn netdevs_of_one_port_once_each() {
+        let t = [entry(1, 0, 3), entry(1, 1, 3), entry(2, 0, 4), entry(1, 2, 7), entry(1, 3, 3), entry(1, 4, 0)];
+        assert_eq!(distinct_netdevs(&t, 1), vec![3, 7]);
+        assert_eq!(distinct_netdevs(&t, 2), vec![4]);
+        assert_eq!(distinct_netdevs(&t, 3), Vec::<u32>::new());
+    }
+}
