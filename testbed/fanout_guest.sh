@@ -63,13 +63,14 @@ for s in "${scens[@]}"; do
 		echo "[$s] MCKEY id=sender rc=${PIPESTATUS[0]}"
 	else
 		log=/tmp/mckey.$s
-		env "${pre[@]}" timeout 300 mckey -m "$group" -b "$RSVERBS_NET_IP" -C 20 >"$log" 2>&1 &
+		# stdbuf: mckey printf()s to a file, block-buffered; "joined" must show at once.
+		env "${pre[@]}" timeout 300 stdbuf -oL mckey -m "$group" -b "$RSVERBS_NET_IP" -C 20 >"$log" 2>&1 &
 		pid=$!
-		for ((i = 0; i < 600; i++)); do # at most ~60 s for rdma_cm's join
-			grep -q '^mckey: joined' "$log" && break
-			kill -0 $pid 2>/dev/null || break
-			sleep 0.1
-		done
+		# At most 60 s for rdma_cm's join; builtins only (a fork costs
+		# ~0.1 s under TCG).
+		joined() { local l; while IFS= read -r l; do [[ $l == "mckey: joined"* ]] && return 0; done <"$log"; return 1; }
+		end=$((SECONDS + 60))
+		until joined || ((SECONDS >= end)) || ! kill -0 $pid 2>/dev/null; do sleep 0.1; done
 		timeout 300 "$bin/fanout" ready --server $server --port $port --id "$id" 2>&1 | sed -u "s/^/[$s] /"
 		wait $pid
 		rc=$?
