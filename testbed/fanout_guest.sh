@@ -29,7 +29,7 @@ idx=0
 for s in "${scens[@]}"; do
 	idx=$((idx + 1))
 	group=239.77.$idx.1 port=$((7700 + idx))
-	pre=() join=() plan=all expect=all bursts=4 burst=100 kind=raw skip=()
+	pre=() join=() plan=all expect=all bursts=10 burst=200 kind=raw skip=()
 	case $s in
 	a) join=(--join) ;;
 	b) join=(--join) pre=(LD_PRELOAD="$lib") ;;
