@@ -165,4 +165,8 @@ for n in "${NS[@]}"; do
 	say "N=$n: done in $wall s"
 done
 echo "results: $summary" >&2
-finish
+finish >&2
+st=$?
+# The closing line, as ctest/summary.sh prints it.
+echo "$(grep -c '^PASS' "$OUT/fanout.results") passed, $(grep -c '^FAIL' "$OUT/fanout.results") failed"
+exit $st
