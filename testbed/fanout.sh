@@ -43,6 +43,13 @@ if [[ ${RSVERBS_VM_LOCK_HELD:-} != 1 ]]; then
 	export RSVERBS_VM_LOCK_HELD=1
 fi
 
+# no_timer_check: with 25 one-vCPU TCG guests on 2 cores a guest's vCPU
+# can be starved through the kernel's boot-time timer test, which then
+# panics with "IO-APIC + timer doesn't work!" (arch/x86/kernel/apic/io_apic.c,
+# check_timer; seen once at N = 24).  The parameter skips that test
+# (timer_irq_works returns 1), as is usual for virtual machines.
+export RSVERBS_KERNEL_ARGS="${RSVERBS_KERNEL_ARGS:-} no_timer_check"
+
 summary=$OUT/summary.md
 {
 	echo "# make fanout, $(date -u +%FT%TZ), kernel ${RSVERBS_KERNEL:-bookworm}, $(git rev-parse --short HEAD)"
@@ -116,8 +123,10 @@ table() {
 			/ VERDICT / { verdict = $3 }
 			END { if (r != n) { verdict = "FAIL (" r + 0 " of " n " receivers reported)" }
 				else if (bad) verdict = "FAIL"
-				printf "| %s (%s) | %d | %d | %d | %d | %d | %d | %d | %s |\n", s, sent["expect"], r, sent["datagrams"],
-					min, max, dup, lost, extra, verdict == "" ? "FAIL (no verdict)" : verdict }'
+				# expect none: nothing may arrive, so "losses" mean nothing
+				printf "| %s (%s) | %d | %d | %d | %d | %d | %s | %d | %s |\n", s, sent["expect"], r, sent["datagrams"],
+					min, max, dup, sent["expect"] == "none" ? "-" : lost + 0, extra,
+					verdict == "" ? "FAIL (no verdict)" : verdict }'
 	done
 }
 
