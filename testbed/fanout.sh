@@ -14,7 +14,7 @@
 # ctest/out/fanout/.  Exit status non-zero on any failed expectation; the
 # last line is "N passed, N failed".
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 repo=$PWD
 CACHE=$(realpath -m "${RSVERBS_CACHE:-$HOME/.cache/rsverbs}")
 read -ra NS <<<"${FANOUT_NS:-2 8 16}"
@@ -110,8 +110,9 @@ table() {
 			local ok bad
 			ok=$(grep -h "^\[$s\] MCKEY id=" "$dir"/g*.log | grep -c 'rc=0$')
 			bad=$(grep -h "^\[$s\] MCKEY id=" "$dir"/g*.log | grep -vc 'rc=0$')
-			printf '| %s (mckey) | %d | 20 | %s | %s | - | - | - | %s |\n' "$s" "$n" \
-				"$ok/$((n + 1)) rc=0" "" "$([[ $ok == $((n + 1)) && $bad == 0 ]] && echo ok || echo FAIL)"
+			# mckey reports no counts: each of the n+1 must exit 0 (all 20 messages)
+			printf '| %s (mckey, %d of %d exit 0) | %d | 20 | - | - | - | - | - | %s |\n' "$s" "$ok" $((n + 1)) "$n" \
+				"$(if [[ $ok == $((n + 1)) && $bad == 0 ]]; then echo ok; else echo FAIL; fi)"
 			continue
 		fi
 		grep -h "^\[$s\] \(SENT\|RECV\|VERDICT\)" "$dir/g0.log" | awk -v s="$s" -v n="$n" '
@@ -131,7 +132,10 @@ table() {
 }
 
 for n in "${NS[@]}"; do
-	[[ $n =~ ^[0-9]+$ ]] && ((n >= 1 && n <= 64)) || { say "FANOUT_NS: $n is not 1..64"; exit 2; }
+	if ! [[ $n =~ ^[0-9]+$ ]] || ((n < 1 || n > 64)); then
+		say "FANOUT_NS: $n is not 1..64"
+		exit 2
+	fi
 	scens=$MAIN
 	[[ $n == "${NS[0]}" ]] && scens=$FULL
 	dir=$OUT/N$n
@@ -156,7 +160,7 @@ for n in "${NS[@]}"; do
 	for s in "${sl[@]}"; do
 		[[ $s == f* ]] && continue
 		bad=$(grep -h "^\[$s\] exit " "$dir"/g*.log | grep -vc ' exit 0$')
-		got=$(grep -h "^\[$s\] exit " "$dir"/g*.log | wc -l)
+		got=$(cat "$dir"/g*.log | grep -c "^\[$s\] exit ")
 		if ((bad == 0 && got == n + 1)); then pass "N=$n $s: $got programs exit 0"; else
 			fail "N=$n $s: $((got - bad)) of $((n + 1)) programs exited 0"; fi
 	done
@@ -170,7 +174,6 @@ for n in "${NS[@]}"; do
 			fail "N=$n attach/detach results of $y differ from $x (see $dir/calls-$x-$y.diff)"
 		fi
 	done
-	if grep -h "served-by" "$dir"/g*.log | grep -q .; then :; fi
 	say "N=$n: done in $wall s"
 done
 echo "results: $summary" >&2
