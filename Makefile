@@ -1,7 +1,7 @@
 # rsverbs: build, install, and every test.
 #   make            build build/librsverbs.so.1 and an uninstalled rsverbs.pc
 #   make check      every test (installs what it needs on Debian 12, as root)
-#   make fanout     RoCE multicast, 1 sender to N = 2, 8, 16 receivers in qemu guests
+#   make fanout     RoCE multicast, 1 sender to N = 2, 8, 24 receivers in qemu guests
 #   make demo       boot the Soft-RoCE test bed and show C programs on rsverbs
 #   make install    PREFIX, LIBDIR, INCLUDEDIR, PKGCONFIGDIR, MANDIR and DESTDIR honoured
 #   make deb        Debian packages (debian/) into build/deb/
@@ -161,7 +161,7 @@ compat: deps all
 	RSVERBS_SUITES=compat ctest/vm_suite.sh
 
 # Multicast across hosts: 1 sender + N receivers, each a guest on one L2
-# segment (testbed/fanout.sh; FANOUT_NS picks N, default "2 8 16").
+# segment (testbed/fanout.sh; FANOUT_NS picks N, default "2 8 24").
 fanout: deps all
 	testbed/fanout.sh
 

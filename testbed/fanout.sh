@@ -4,7 +4,7 @@
 # socket,mcast= on a random group and port per N).  See testbed/README.md
 # ("Fan-out") and docs/fanout.md.
 #
-#   FANOUT_NS="2 8 16"                 the receiver counts
+#   FANOUT_NS="2 8 24"                 the receiver counts
 #   FANOUT_FULL="a b c c.rsv d e e.rsv f f.rsv"   scenarios at the smallest N
 #   FANOUT_MAIN="a b d"                scenarios at every other N
 #   FANOUT_BREAK=1                     receiver 0 drops a datagram in a (self-test)
@@ -17,7 +17,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 repo=$PWD
 CACHE=$(realpath -m "${RSVERBS_CACHE:-$HOME/.cache/rsverbs}")
-read -ra NS <<<"${FANOUT_NS:-2 8 16}"
+read -ra NS <<<"${FANOUT_NS:-2 8 24}"
 FULL=${FANOUT_FULL:-a b c c.rsv d e e.rsv f f.rsv}
 MAIN=${FANOUT_MAIN:-a b d}
 OUT=$repo/ctest/out/fanout
