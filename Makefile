@@ -1,6 +1,7 @@
 # rsverbs: build, install, and every test.
 #   make            build build/librsverbs.so.1 and an uninstalled rsverbs.pc
 #   make check      every test (installs what it needs on Debian 12, as root)
+#   make fanout     RoCE multicast, 1 sender to N = 2, 8, 24 receivers in qemu guests
 #   make demo       boot the Soft-RoCE test bed and show C programs on rsverbs
 #   make install    PREFIX, LIBDIR, INCLUDEDIR, PKGCONFIGDIR, MANDIR and DESTDIR honoured
 #   make deb        Debian packages (debian/) into build/deb/
@@ -84,7 +85,7 @@ else
 $(error LINKER must be zig or gnu, not '$(LINKER)')
 endif
 
-.PHONY: all lib header deps deps-cbindgen check check-unit check-abi check-vm check-sanitize check-traced fuzz demo compat bench matrix \
+.PHONY: all lib header deps deps-cbindgen check check-unit check-abi check-vm check-sanitize check-traced fuzz demo compat bench matrix fanout \
         install install-debug uninstall clean zig deb deps-deb check-deb check-freshroot check-install
 
 all: lib $(BUILD)/pkgconfig/rsverbs.pc
@@ -169,6 +170,11 @@ check-traced: deps all
 # Real clients (mckey, perftest, our relinked example) with and without rsverbs.
 compat: deps all
 	RSVERBS_SUITES=compat ctest/vm_suite.sh
+
+# Multicast across hosts: 1 sender + N receivers, each a guest on one L2
+# segment (testbed/fanout.sh; FANOUT_NS picks N, default "2 8 24").
+fanout: deps all
+	testbed/fanout.sh
 
 # The README's first command: installs, builds, boots, shows C programs on rsverbs.
 demo:

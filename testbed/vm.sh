@@ -6,7 +6,8 @@
 #
 #   testbed/vm.sh prepare
 #   testbed/vm.sh root
-#   testbed/vm.sh run [--timeout SECS] [--out HOSTDIR] [--mem MB] -- CMD [ARGS...]
+#   testbed/vm.sh run [--timeout SECS] [--out HOSTDIR] [--mem MB] [--smp N]
+#                     [--net MCASTADDR:PORT --mac MAC --ip ADDR/LEN] -- CMD [ARGS...]
 #
 # RSVERBS_KERNEL=bullseye|bookworm|bookworm-backports|trixie|sid and
 # RSVERBS_USERLAND=bullseye|bookworm|trixie|sid (default bookworm: the host).
@@ -19,7 +20,8 @@ PACKAGES=(qemu-system-x86 busybox-static cpio kmod xz-utils iproute2 rdma-core
 	ibverbs-providers ibverbs-utils rdmacm-utils perftest)
 # Loaded by the initramfs itself; everything else is modprobed after the
 # host root (with kmod) is mounted.  virtio_pci is a module in Debian's 6.1.
-INITRD_MODULES=(virtio_pci 9pnet_virtio 9p)
+# virtio_net: eth0 of a networked guest (--net), loaded in every guest.
+INITRD_MODULES=(virtio_pci 9pnet_virtio 9p virtio_net)
 # Loaded by guest/stage2.sh (busybox insmod, in this order, computed here):
 # crc32_generic: rdma_rxe of 6.1 needs the crypto "crc32" but modules.dep
 # does not say so (without it `rdma link add` fails with ENOENT); kernels
@@ -379,22 +381,38 @@ vm_lock() {
 }
 
 run() {
-	local timeout=600 out="" mem=1024
+	local timeout=600 out="" mem=1024 smp="" net="" mac="" ip=""
 	while (($#)); do
 		case $1 in
 		--timeout) timeout=${2:?}; shift 2 ;;
 		--out) out=${2:?}; shift 2 ;;
 		--mem) mem=${2:?}; shift 2 ;;
+		--smp) smp=${2:?}; shift 2 ;;
+		--net) net=${2:?}; shift 2 ;;
+		--mac) mac=${2:?}; shift 2 ;;
+		--ip) ip=${2:?}; shift 2 ;;
 		--) shift; break ;;
 		*) usage ;;
 		esac
 	done
 	(($#)) || usage
-	[[ $timeout =~ ^[0-9]+$ && $mem =~ ^[0-9]+$ ]] || usage
+	[[ $timeout =~ ^[0-9]+$ && $mem =~ ^[0-9]+$ && $smp =~ ^[0-9]*$ ]] || usage
+	# A networked guest: eth0 on the L2 segment that every qemu with the same
+	# --net MCASTADDR:PORT shares (qemu's -netdev socket,mcast=), with rxe2 on it.
+	local netargs=()
+	if [[ -n $net$mac$ip ]]; then
+		[[ $net =~ ^2[2-3][0-9](\.[0-9]{1,3}){3}:[0-9]{1,5}$ ]] ||
+			{ log "--net $net: want MCASTADDR:PORT (e.g. 230.0.0.1:40000)"; exit 2; }
+		[[ $mac =~ ^([0-9a-f]{2}:){5}[0-9a-f]{2}$ && $ip =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}/[0-9]{1,2}$ ]] ||
+			{ log "--net needs --mac xx:xx:xx:xx:xx:xx (lower case) and --ip A.B.C.D/LEN"; exit 2; }
+		# shellcheck disable=SC2054 # the commas are qemu's
+		netargs=(-netdev "socket,id=n0,mcast=$net,localaddr=127.0.0.1"
+			-device "virtio-net-pci,netdev=n0,mac=$mac")
+	fi
 	vm_lock
 	prepare
 
-	local job tmpout="" serial nonce smp cwd
+	local job tmpout="" serial nonce cwd
 	job=$(mktemp -d "${TMPDIR:-/tmp}/rsverbs-job.XXXXXX")
 	if [[ -n $out ]]; then
 		mkdir -p "$out"
@@ -414,8 +432,8 @@ run() {
 	nonce=$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
 	cwd=$(pwd -P)
 	{
-		printf 'RSV_NONCE=%q\nRSV_CWD=%q\nRSV_KERNEL=%q\nRSV_USERLAND=%q\nRSV_CMD=(' \
-			"$nonce" "$cwd" "$KSUITE" "$USUITE"
+		printf 'RSV_NONCE=%q\nRSV_CWD=%q\nRSV_KERNEL=%q\nRSV_USERLAND=%q\nRSV_NET_IP=%q\nRSV_CMD=(' \
+			"$nonce" "$cwd" "$KSUITE" "$USUITE" "$ip"
 		printf ' %q' "$@"
 		printf ' )\n'
 	} >"$job/job.sh"
@@ -432,15 +450,17 @@ run() {
 		rootshare=(-virtfs "$(virtfs "$UROOT" rsvuser ,readonly=on,multidevs=remap)")
 	fi
 
-	smp=$(nproc)
-	if ((smp > 4)); then smp=4; fi
+	if [[ -z $smp ]]; then
+		smp=$(nproc)
+		if ((smp > 4)); then smp=4; fi
+	fi
 	# --foreground: keep qemu in our process group so ^C reaches it.
 	# q35: its virtio devices use MSI, which saves ~0.7 s of ACPI interrupt
 	# link setup per boot compared with the default i440fx machine.
 	# shellcheck disable=SC2054 # the commas are qemu's, not array separators
 	local qemu=(timeout --foreground -k 10 "$timeout"
 		qemu-system-x86_64 -machine q35 -accel tcg,thread=multi -cpu max -m "$mem" -smp "$smp"
-		-nodefaults -no-user-config -display none -no-reboot -nic none
+		-nodefaults -no-user-config -display none -no-reboot -nic none "${netargs[@]}"
 		-serial stdio -kernel "$KERNEL" -initrd "$INITRD"
 		-append "console=ttyS0 panic=-1 quiet rdinit=/init ${RSVERBS_KERNEL_ARGS:-}"
 		-virtfs "$(virtfs / hostroot ,readonly=on,multidevs=remap)" "${rootshare[@]}"

@@ -25,8 +25,9 @@ die() {
 	halt
 }
 
-# shellcheck source=/dev/null # written by vm.sh: RSV_NONCE RSV_CWD RSV_CMD RSV_KERNEL RSV_USERLAND
+# shellcheck source=/dev/null # written by vm.sh: RSV_NONCE RSV_CWD RSV_CMD RSV_KERNEL RSV_USERLAND RSV_NET_IP
 . $RSV/job/job.sh || die "cannot read job"
+RSV_NET_IP=${RSV_NET_IP:-}
 
 # The root has no /lib/modules for this kernel, so point both the kernel's
 # module autoloader and our own modprobe calls at the cached module tree
@@ -53,6 +54,24 @@ ip addr add 192.0.2.1/24 dev dummy0
 ip -6 addr add 2001:db8::1/64 dev dummy0 nodad
 rdma link add rxe0 type rxe netdev lo || die "rdma link add rxe0"
 rdma link add rxe1 type rxe netdev dummy0 || die "rdma link add rxe1"
+# A networked guest (vm.sh --net/--ip): eth0 on the shared L2 segment, its
+# address, the multicast range routed there (rxe looks up a route for every
+# packet it sends: rxe_net.c, rxe_find_route4), and rxe2 on it.
+NET_ENV=() NET_GID=""
+if [ -n "$RSV_NET_IP" ]; then
+	for ((i = 0; i < 100; i++)); do # at most ~10 s
+		[ -d /sys/class/net/eth0 ] && break
+		sleep 0.1
+	done
+	ip link set eth0 up || die "no eth0 (vm.sh --net)"
+	ip addr add "$RSV_NET_IP" dev eth0 || die "ip addr add $RSV_NET_IP dev eth0"
+	ip route add 224.0.0.0/4 dev eth0 || die "multicast route on eth0"
+	rdma link add rxe2 type rxe netdev eth0 || die "rdma link add rxe2"
+	IFS=. read -r o1 o2 o3 o4 <<<"${RSV_NET_IP%/*}"
+	NET_GID=$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "$o1" "$o2" "$o3" "$o4")
+	NET_ENV=(RSVERBS_NET_DEV=rxe2 RSVERBS_NET_IF=eth0 RSVERBS_NET_IP="${RSV_NET_IP%/*}")
+	echo "rsverbs-${RSV_NET_IP%/*}" >/proc/sys/kernel/hostname
+fi
 
 # has_gid DEV GID: GID among the first 8 table entries.  Reads with the read
 # builtin: forking cat for each of the 1024 sysfs entries is slow under TCG.
@@ -66,14 +85,15 @@ has_gid() {
 ready() {
 	[ -c /dev/infiniband/uverbs0 ] && [ -c /dev/infiniband/uverbs1 ] &&
 		has_gid rxe0 0000:0000:0000:0000:0000:ffff:7f00:0001 &&
-		has_gid rxe1 0000:0000:0000:0000:0000:ffff:c000:0201
+		has_gid rxe1 0000:0000:0000:0000:0000:ffff:c000:0201 &&
+		{ [ -z "$NET_GID" ] || has_gid rxe2 "$NET_GID"; }
 }
 for ((i = 0; i < 300; i++)); do # at most ~30 s
 	ready && break
 	sleep 0.1
 done
 ready || die "rxe devices did not come up: $(ls /dev/infiniband 2>&1)"
-say "rxe0 rxe1 up after $(cut -d' ' -f1 /proc/uptime) s of guest uptime"
+say "rxe0 rxe1${NET_GID:+ rxe2} up after $(cut -d' ' -f1 /proc/uptime) s of guest uptime"
 
 # RSVERBS_SIW=1 on the host: siw0 (Soft-iWARP, testbed/siw.sh) on dummy0.
 SIW_ENV=()
@@ -95,7 +115,7 @@ echo "RSVERBS_TESTBED_START $RSV_NONCE"
 env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
 	HOME=/tmp USER=root LOGNAME=root SHELL=/bin/bash TERM=dumb LANG=C.UTF-8 \
 	RSVERBS_GUEST=1 RSVERBS_OUT=/out RSVERBS_KERNEL="$RSV_KERNEL" RSVERBS_USERLAND="$RSV_USERLAND" \
-	"${SIW_ENV[@]}" "${RSV_CMD[@]}"
+	"${SIW_ENV[@]}" "${NET_ENV[@]}" "${RSV_CMD[@]}"
 status=$?
 echo "RSVERBS_TESTBED_EXIT=$status $RSV_NONCE"
 sync
