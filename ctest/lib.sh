@@ -16,3 +16,14 @@ finish() {
   echo "$SUITE: $p passed, $f failed"
   return "$suite_failed"
 }
+# wait_until SECS CMD...: polls CMD every 0.1 s until it succeeds (returns 0)
+# or SECS seconds have passed (returns 1): for kernel state that follows an
+# event asynchronously (a GID table after an address change).
+wait_until() {
+  local end=$((SECONDS + $1))
+  shift
+  until "$@"; do
+    [ "$SECONDS" -ge "$end" ] && return 1
+    sleep 0.1
+  done
+}
