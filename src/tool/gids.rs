@@ -89,7 +89,7 @@ pub const HEADER: &str = "DEVICE   PORT INDEX     GID                           
 /// The summary line of one port: counts, the engine's route, the picks.
 pub fn summary(dev: &str, p: &Port) -> String {
     let n = p.table.slots.iter().filter(|s| matches!(s, Slot::Gid(_))).count();
-    let route = if p.table.route == "sysfs" { "sysfs (fallback)" } else { "ioctl QUERY_GID_ENTRY" };
+    let route = p.table.route;
     let picks = match p.perftest {
         Some(pt) => format!(
             "; rdma_cm default type {}, perftest -x default {pt}",

@@ -1,10 +1,11 @@
-//! One port's GID table, read through rsverbs' own engine
-//! (`rsverbs::gid::query_gid_ex`: QUERY_GID_ENTRY, or the sysfs fallback
-//! when the kernel lacks it), one entry per index; empty slots are holes.
+//! One port's GID table, read through rsverbs' own engine: the whole
+//! device's table in one QUERY_GID_TABLE ioctl (`rsverbs::gid::query_gid_table`),
+//! else entry by entry (`rsverbs::gid::query_gid_ex`: QUERY_GID_ENTRY, or
+//! the sysfs fallback when the kernel lacks the ioctl). Empty slots are holes.
 
 use crate::ffi::Device;
 use rsverbs::abi::{IBV_GID_TYPE_IB, IBV_GID_TYPE_ROCE_V1, IBV_GID_TYPE_ROCE_V2, ibv_gid_entry};
-use rsverbs::gid::{GidQuery, query_gid_ex};
+use rsverbs::gid::{GidQuery, query_gid_ex, query_gid_table};
 use rsverbs::uverbs::route;
 
 /// A non-empty GID entry.
@@ -31,13 +32,41 @@ pub struct Table {
     pub route: &'static str,
 }
 
+pub const BY_TABLE: &str = "ioctl QUERY_GID_TABLE";
+pub const BY_ENTRY: &str = "ioctl QUERY_GID_ENTRY";
+pub const BY_SYSFS: &str = "sysfs (fallback)";
+
 /// Reads every index below `len` of `port`.
 pub fn read(dev: &Device, port: u8, len: u32) -> Table {
+    if let Some(slots) = read_table(dev, port, len) {
+        return Table { slots, route: BY_TABLE };
+    }
     let slots = (0..len).map(|i| read_one(dev, port, i)).collect();
     // SAFETY: ctx is an open rdma-core context.
     let fd = unsafe { (*dev.ctx).cmd_fd };
     let fallback = route::peek(route::Key { ctx: dev.ctx as usize, fd }).is_some_and(|r| r.gid_fallback());
-    Table { slots, route: if fallback { "sysfs" } else { "ioctl" } }
+    Table { slots, route: if fallback { BY_SYSFS } else { BY_ENTRY } }
+}
+
+/// The attribute's u16 length holds at most this many 32-byte entries.
+const TABLE_MAX: usize = u16::MAX as usize / size_of::<ibv_gid_entry>();
+
+/// One QUERY_GID_TABLE for the whole device, this port's entries placed at
+/// their indexes; None when the kernel refuses it.
+fn read_table(dev: &Device, port: u8, len: u32) -> Option<Vec<Slot>> {
+    // SAFETY: all-zero is a valid ibv_gid_entry (integers).
+    let mut buf = vec![unsafe { core::mem::zeroed::<ibv_gid_entry>() }; TABLE_MAX];
+    // SAFETY: ctx is an open rdma-core context.
+    let n = unsafe { query_gid_table(dev.ctx, &mut buf) }.ok()?;
+    let mut slots = vec![Slot::Empty; len as usize];
+    for e in &buf[..n] {
+        if e.port_num == u32::from(port) && e.gid_index < len {
+            // SAFETY: reading the raw view of a plain byte union.
+            let raw = unsafe { e.gid.raw };
+            slots[e.gid_index as usize] = Slot::Gid(Gid { index: e.gid_index, raw, gid_type: e.gid_type, ifindex: e.ndev_ifindex });
+        }
+    }
+    Some(slots)
 }
 
 fn read_one(dev: &Device, port: u8, index: u32) -> Slot {
