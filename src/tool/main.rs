@@ -58,6 +58,10 @@ fn check_port(devs: &[ffi::Device], port: Option<u8>) -> Result<(), String> {
 }
 
 fn main() {
+    // Die of SIGPIPE, as C tools do, when a reader such as `head` or
+    // `grep -q` closes the pipe (Rust ignores SIGPIPE, so println! would panic).
+    // SAFETY: setting a signal disposition to its default, before any thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let code = match cli::parse(&args) {
         Err(e) => usage_error(&e),
