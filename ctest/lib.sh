@@ -27,3 +27,13 @@ wait_until() {
     sleep 0.1
   done
 }
+# tcp_listening PORT: a TCP socket listens on PORT (/proc/net/tcp{,6};
+# shell builtins only, cheap under TCG).
+tcp_listening() {
+  local hex f _ a st
+  printf -v hex ':%04X' "$1"
+  for f in /proc/net/tcp /proc/net/tcp6; do
+    while read -r _ a _ st _; do [[ $a == *"$hex" && $st == 0A ]] && return 0; done < "$f"
+  done
+  return 1
+}

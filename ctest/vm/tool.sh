@@ -167,6 +167,21 @@ for d in rxe0 rxe1; do
 	check "gids: $d's rdma_cm marks are its RoCE v2 entries ($want)" [ -n "$want" -a "$got" = "$want" ]
 done
 
+# The real perftest agrees: ib_send_bw without -x reports the index it chose.
+if command -v ib_send_bw >/dev/null; then
+	port=18615
+	timeout -k 5 60 ib_send_bw -d $DEV -n 5 -F -p $port > $W/ib_send_bw.server 2>&1 &
+	spid=$!
+	if wait_until 30 tcp_listening $port; then
+		timeout -k 5 60 ib_send_bw -d $DEV -n 5 -F -p $port 192.0.2.1 > $W/ib_send_bw.client 2>&1
+	fi
+	wait $spid
+	want=$(awk -v d=$DEV '$1 == d && $NF ~ /perftest/ { print $3 }' $W/gids.txt)
+	for side in server client; do
+		got=$(sed -n 's/^ *GID index *: *\([0-9]*\).*/\1/p' $W/ib_send_bw.$side)
+		check "gids: ib_send_bw $side on $DEV (no -x) chose GID index ${got:-none}, the perftest mark ($want)" [ -n "$got" -a "$got" = "$want" ]
+	done
+fi
 echo "tool: gids checked after $SECONDS s"
 # ---- 2. doctor -----------------------------------------------------------------
 
