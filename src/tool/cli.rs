@@ -2,7 +2,7 @@
 //! `rsverbs doctor GROUP [--dev DEV] [--port N] [--json]`.
 
 pub const USAGE: &str = "usage: rsverbs gids [DEV[:PORT]]
-       rsverbs doctor GROUP [--dev DEV] [--port N] [--json]
+       rsverbs doctor GROUP [--dev|-d DEV] [--port|-i N] [--json]
        rsverbs --help | --version
 GROUP: an IPv4 or IPv6 multicast address, or an MGID (::ffff:239.1.1.1).
 Exit status: 0 ready (doctor) or done, 1 not ready, 2 bad usage.
