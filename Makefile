@@ -1,14 +1,16 @@
 # rsverbs: build, install, and every test.
-#   make            build build/librsverbs.so.1 and an uninstalled rsverbs.pc
+#   make            build build/librsverbs.so.1, build/rsverbs and an uninstalled rsverbs.pc
+#   make tool       build only build/rsverbs, the command (rsverbs gids, rsverbs doctor)
 #   make check      every test (installs what it needs on Debian 12, as root)
 #   make fanout     RoCE multicast, 1 sender to N = 2, 8, 24 receivers in qemu guests
 #   make demo       boot the Soft-RoCE test bed and show C programs on rsverbs
-#   make install    PREFIX, LIBDIR, INCLUDEDIR, PKGCONFIGDIR, MANDIR and DESTDIR honoured
+#   make install    PREFIX, BINDIR, LIBDIR, INCLUDEDIR, PKGCONFIGDIR, MANDIR and DESTDIR honoured
 #   make deb        Debian packages (debian/) into build/deb/
 
 VERSION     := 0.1.0
 SOVERSION   := 1
 PREFIX      ?= /usr/local
+BINDIR      ?= $(PREFIX)/bin
 LIBDIR      ?= $(PREFIX)/lib
 INCLUDEDIR  ?= $(PREFIX)/include
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
@@ -85,15 +87,32 @@ else
 $(error LINKER must be zig or gnu, not '$(LINKER)')
 endif
 
-.PHONY: all lib header deps deps-cbindgen check check-unit check-abi check-vm check-sanitize check-traced fuzz demo compat bench matrix fanout \
+.PHONY: all lib tool header deps deps-cbindgen check check-unit check-abi check-vm check-sanitize check-traced fuzz demo compat bench matrix fanout \
         install install-debug uninstall clean zig deb deps-deb check-deb check-freshroot check-install
 
-all: lib $(BUILD)/pkgconfig/rsverbs.pc
+all: lib tool $(BUILD)/pkgconfig/rsverbs.pc
 
 lib: $(LIB)
 
-$(STATICLIB): $(shell find src -type f) Cargo.toml Cargo.lock
+# The library's sources: everything in src/ but the command's package.
+LIB_SRCS    := $(shell find src -path src/tool -prune -o -type f -print)
+$(STATICLIB): $(LIB_SRCS) Cargo.toml Cargo.lock
 	$(CARGO) build --release --locked --lib --target-dir $(CARGO_TARGET) $(CARGO_FEATURES)
+
+# The command (src/tool, docs/tool.md): its own package and target
+# directory, so that its build (the crate as an rlib, feature no-symver)
+# never replaces the staticlib above. Links libibverbs (libibverbs-dev).
+TOOL        := $(BUILD)/rsverbs
+TOOL_BIN    := target/tool/release/rsverbs
+tool: $(TOOL)
+
+$(TOOL_BIN): $(LIB_SRCS) $(wildcard src/tool/*) Cargo.toml
+	$(CARGO) build --release --locked --manifest-path src/tool/Cargo.toml --target-dir target/tool
+
+$(TOOL): $(TOOL_BIN)
+	mkdir -p $(BUILD)
+	cp $(TOOL_BIN) $@.tmp
+	mv $@.tmp $@
 
 $(LIB): $(STATICLIB) src/rsverbs.map $(LINK_DEPS) Makefile
 	mkdir -p $(BUILD)
@@ -199,9 +218,17 @@ $(STRIPPED): $(LIB)
 	mv $@.tmp $@
 
 INSTALL_LIB := $(if $(filter yes,$(INSTALL_STRIP)),$(STRIPPED),$(LIB))
+# The command, stripped the same way (it carries no debug info to keep).
+$(BUILD)/strip/rsverbs: $(TOOL)
+	mkdir -p $(dir $@)
+	$(OBJCOPY) --strip-all $(TOOL) $@.tmp
+	mv $@.tmp $@
+INSTALL_TOOL := $(if $(filter yes,$(INSTALL_STRIP)),$(BUILD)/strip/rsverbs,$(TOOL))
 
-install: all $(INSTALL_LIB)
-	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(MANDIR)/man7
+install: all $(INSTALL_LIB) $(INSTALL_TOOL)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR) \
+	  $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7
+	install -m 0755 $(INSTALL_TOOL) $(DESTDIR)$(BINDIR)/rsverbs
 	install -m 0755 $(INSTALL_LIB) $(DESTDIR)$(LIBDIR)/$(REALNAME)
 	ln -sf $(REALNAME) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/librsverbs.so
@@ -211,6 +238,7 @@ install: all $(INSTALL_LIB)
 	    pkgconfig/rsverbs.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/rsverbs.pc
 	chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/rsverbs.pc
 	install -m 0644 docs/man/rsverbs.7 $(DESTDIR)$(MANDIR)/man7/rsverbs.7
+	install -m 0644 docs/man/rsverbs.1 $(DESTDIR)$(MANDIR)/man1/rsverbs.1
 
 # The debug info of the installed library, where gdb finds it by the
 # .gnu_debuglink name (the .debug directory next to the library).
@@ -219,7 +247,8 @@ install-debug: $(STRIPPED)
 	install -m 0644 $(STRIPPED).debug $(DESTDIR)$(DEBUGDIR)/$(REALNAME).debug
 
 uninstall:
-	rm -f $(DESTDIR)$(LIBDIR)/$(REALNAME) $(DESTDIR)$(LIBDIR)/$(SONAME) \
+	rm -f $(DESTDIR)$(BINDIR)/rsverbs $(DESTDIR)$(MANDIR)/man1/rsverbs.1 \
+	      $(DESTDIR)$(LIBDIR)/$(REALNAME) $(DESTDIR)$(LIBDIR)/$(SONAME) \
 	      $(DESTDIR)$(LIBDIR)/librsverbs.so $(DESTDIR)$(INCLUDEDIR)/rsverbs.h \
 	      $(DESTDIR)$(PKGCONFIGDIR)/rsverbs.pc $(DESTDIR)$(MANDIR)/man7/rsverbs.7 \
 	      $(DESTDIR)$(DEBUGDIR)/$(REALNAME).debug

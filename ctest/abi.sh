@@ -70,6 +70,7 @@ d=$(mktemp -d)
 make -s install DESTDIR="$d" PREFIX=/opt/rsv LIBDIR=/opt/rsv/lib64 INCLUDEDIR=/opt/rsv/inc >/dev/null
 check "install: library, SONAME links, header, pc" test -f "$d/opt/rsv/lib64/librsverbs.so.1.0.0" -a -L "$d/opt/rsv/lib64/librsverbs.so.1" \
   -a -L "$d/opt/rsv/lib64/librsverbs.so" -a -f "$d/opt/rsv/inc/rsverbs.h" -a -f "$d/opt/rsv/lib64/pkgconfig/rsverbs.pc"
+check "install: the rsverbs command in PREFIX/bin, its page in MANDIR/man1" test -x "$d/opt/rsv/bin/rsverbs" -a -f "$d/opt/rsv/share/man/man1/rsverbs.1"
 check "install: pc points at LIBDIR/INCLUDEDIR" grep -q '^libdir=/opt/rsv/lib64$' "$d/opt/rsv/lib64/pkgconfig/rsverbs.pc"
 make -s uninstall DESTDIR="$d" PREFIX=/opt/rsv LIBDIR=/opt/rsv/lib64 INCLUDEDIR=/opt/rsv/inc >/dev/null
 check "uninstall removes every file" test -z "$(find "$d" -type f -o -type l)"

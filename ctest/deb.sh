@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Debian packages, built and used in clean Debian 12 roots (the cached
 # root of ctest/freshroot.sh, each time in a throw-away overlay, offline):
-#   1. make deb builds librsverbs1, librsverbs-dev and librsverbs1-dbgsym
+#   1. make deb builds librsverbs1, librsverbs-dev, librsverbs1-dbgsym and
+#      rsverbs-tools (the rsverbs command and rsverbs(1))
 #      with Debian's cargo-web and GNU ld (build dependencies checked, no -d);
 #      lintian (the host's) finds nothing at its default level;
 #   2. in a second clean root, apt installs them; a program relinked with
@@ -43,7 +44,7 @@ rm -rf "$work"
 check "make deb in a clean bookworm root (cargo-web, GNU ld, build dependencies checked): $((SECONDS - t)) s" [ "$rc" = 0 ]
 check "build dependencies satisfied by packages (no dpkg-buildpackage -d)" bash -c "! grep -q '^deb: building with' '$out/build.log'"
 check "dpkg-gensymbols -c4: the symbols file is exact" bash -c "grep -q 'dpkg-gensymbols.*-c4' '$out/build.log' && ! grep -q 'dpkg-gensymbols: warning' '$out/build.log'"
-for p in librsverbs1 librsverbs-dev librsverbs1-dbgsym; do
+for p in librsverbs1 librsverbs-dev librsverbs1-dbgsym rsverbs-tools; do
   f=$(find "$out" -maxdepth 1 -name "${p}_*.deb" | head -1)
   check "package $p built${f:+ ($(stat -c %s "$f") bytes)}" test -n "$f"
 done
@@ -80,7 +81,9 @@ snapshot() {
     -o -path /var/cache -o -path /var/log -o -path /etc/ld.so.cache \) -prune -o -print | LC_ALL=C sort
 }
 snapshot >/tmp/before
-check "apt-get install of the three packages (offline)" sh -c "apt-get install -y -q /debs/librsverbs1_*.deb /debs/librsverbs-dev_*.deb /debs/librsverbs1-dbgsym_*.deb >/tmp/apt.log 2>&1 || { cat /tmp/apt.log; exit 1; }"
+check "apt-get install of the four packages (offline)" sh -c "apt-get install -y -q /debs/librsverbs1_*.deb /debs/librsverbs-dev_*.deb /debs/librsverbs1-dbgsym_*.deb /debs/rsverbs-tools_*.deb >/tmp/apt.log 2>&1 || { cat /tmp/apt.log; exit 1; }"
+check "rsverbs-tools: /usr/bin/rsverbs runs (--version, --help), exit 2 on bad usage" sh -c "/usr/bin/rsverbs --version | grep -q \"^rsverbs \" && /usr/bin/rsverbs --help | grep -q \"rsverbs doctor\" && { /usr/bin/rsverbs doctor 10.0.0.1 2>/dev/null; [ \$? = 2 ]; }"
+check "rsverbs-tools: rsverbs(1) renders without warnings" sh -c "[ -f /usr/share/man/man1/rsverbs.1.gz ] && [ -z \"\$(zcat /usr/share/man/man1/rsverbs.1.gz | groff -ww -z -man 2>&1)\" ]"
 check "librsverbs1: $L -> librsverbs.so.1.0.0, in ld.so.cache (ldconfig trigger)" sh -c "[ \"\$(readlink $L)\" = librsverbs.so.1.0.0 ] && ldconfig -p | grep -Eq \"librsverbs.so.1 \\(libc6,x86-64\\) => $LRE\$\""
 check "librsverbs1: the installed library is stripped (no .symtab, no .debug_info)" sh -c "! readelf -S -W $L | grep -Eq \"\\.symtab|\\.debug_info\""
 id=$(readelf -n $L | sed -n "s/.*Build ID: //p")
@@ -102,7 +105,7 @@ for mode in relinked preload; do
 done
 snapshot >/tmp/installed
 check "installed: the snapshot sees the packaged files (so it would see leftovers)" sh -c "comm -13 /tmp/before /tmp/installed | grep -qx $M/librsverbs.so.1.0.0"
-check "apt-get purge of the three packages" sh -c "apt-get purge -y -q librsverbs1-dbgsym librsverbs-dev librsverbs1 >/tmp/purge.log 2>&1 || { cat /tmp/purge.log; exit 1; }"
+check "apt-get purge of the four packages" sh -c "apt-get purge -y -q rsverbs-tools librsverbs1-dbgsym librsverbs-dev librsverbs1 >/tmp/purge.log 2>&1 || { cat /tmp/purge.log; exit 1; }"
 check "purged: dpkg knows no rsverbs package" sh -c "! dpkg -l | grep -q rsverbs"
 snapshot >/tmp/after
 left=$(comm -13 /tmp/before /tmp/after)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# What make install installs, beyond ctest/abi.sh's file list: the man
-# pages (docs/man/), which render without a warning (groff in its strictest
+# What make install installs, beyond ctest/abi.sh's file list: the rsverbs
+# command (stripped, runs), the man pages (docs/man/: rsverbs.1 and
+# rsverbs.7), which render without a warning (groff in its strictest
 # warning mode, and man -l as a user reads them), and a stripped library whose
 # debug info make install-debug puts where its .gnu_debuglink leads gdb.
 set -uo pipefail
@@ -20,6 +21,13 @@ make -s install install-debug DESTDIR="$d" PREFIX=/usr >/dev/null 2>&1
 for page in docs/man/*.[1-8]; do
   name=$(basename "$page"); sec=${name##*.}
   check "make install puts $name in MANDIR/man$sec" cmp -s "$page" "$d/usr/share/man/man$sec/$name"
+done
+tool=$d/usr/bin/rsverbs
+check "make install: BINDIR/rsverbs, executable, runs (--version)" sh -c "[ -x '$tool' ] && '$tool' --version | grep -qx 'rsverbs $(sed -n 's/^VERSION *:= *//p' Makefile)'"
+check "make install: rsverbs is stripped (no .symtab)" sh -c "! readelf -S -W '$tool' | grep -q '\.symtab'"
+for verb in gids doctor; do
+  check "make install: rsverbs --help and rsverbs(1)'s SYNOPSIS both have '$verb'" \
+    sh -c "'$tool' --help | grep -q 'rsverbs $verb' && grep -qx '.B rsverbs $verb' '$d/usr/share/man/man1/rsverbs.1'"
 done
 lib=$d/usr/lib/librsverbs.so.1.0.0
 check "make install: the library is stripped (no .symtab, no .debug_* section)" \

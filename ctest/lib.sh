@@ -16,3 +16,24 @@ finish() {
   echo "$SUITE: $p passed, $f failed"
   return "$suite_failed"
 }
+# wait_until SECS CMD...: polls CMD every 0.1 s until it succeeds (returns 0)
+# or SECS seconds have passed (returns 1): for kernel state that follows an
+# event asynchronously (a GID table after an address change).
+wait_until() {
+  local end=$((SECONDS + $1))
+  shift
+  until "$@"; do
+    [ "$SECONDS" -ge "$end" ] && return 1
+    sleep 0.1
+  done
+}
+# tcp_listening PORT: a TCP socket listens on PORT (/proc/net/tcp{,6};
+# shell builtins only, cheap under TCG).
+tcp_listening() {
+  local hex f _ a st
+  printf -v hex ':%04X' "$1"
+  for f in /proc/net/tcp /proc/net/tcp6; do
+    while read -r _ a _ st _; do [[ $a == *"$hex" && $st == 0A ]] && return 0; done < "$f"
+  done
+  return 1
+}

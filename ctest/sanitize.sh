@@ -85,6 +85,9 @@ if cargo clippy --version >/dev/null 2>&1; then
   check "clippy: no unwrap/expect/panic/undocumented unsafe in library code" clippy_lib
   check "clippy: tests and benches lint clean (undocumented unsafe denied)" \
     cargo clippy --release --locked --all-targets --quiet -- -D warnings -D clippy::undocumented_unsafe_blocks
+  check "clippy: the rsverbs command (src/tool) and its tests lint clean" \
+    cargo clippy --release --locked --manifest-path src/tool/Cargo.toml --target-dir target/tool --all-targets --quiet -- \
+    -D warnings -D clippy::undocumented_unsafe_blocks -D clippy::missing_safety_doc
 else
   fail "clippy is not installed (rustup component add clippy)"
 fi

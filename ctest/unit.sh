@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # The Rust unit tests (encoders byte for byte against rdma-core captures,
-# parsers, route cache), recorded one result per test.
+# parsers, route cache), and those of the rsverbs command (src/tool: its
+# argument, /proc and GROUP parsers, default-index rules, JSON writer),
+# recorded one result per test.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source ctest/lib.sh
 out=$(mktemp)
-cargo test --release --locked 2>&1 | tee "$out" | grep -E '^test result|FAILED|panicked' || true
+{ cargo test --release --locked
+  cargo test --release --locked --manifest-path src/tool/Cargo.toml --target-dir target/tool; } 2>&1 |
+  tee "$out" | grep -E '^test result|FAILED|panicked' || true
 while read -r _ name _ res; do
   case $res in ok) pass "$name" ;; ignored*) echo "skip $name (long run: make fuzz)" ;; *) fail "$name ($res)" ;; esac
 done < <(grep -E '^test .* \.\.\. ' "$out")
-grep -q '^test result: ok' "$out" || fail "cargo test did not finish cleanly"
+grep -q '^test result: ok' "$out" && ! grep -q '^test result: FAILED' "$out" || fail "cargo test did not finish cleanly"
+grep -q '^test cli::tests::' "$out" || fail "the rsverbs command's tests (src/tool) did not run"
 rm -f "$out"
 finish

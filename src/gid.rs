@@ -1,5 +1,7 @@
 //! `_ibv_query_gid_ex` (rdma-core cmd_device.c `__ibv_query_gid_ex`): the
 //! QUERY_GID_ENTRY ioctl, or the sysfs fallback when the kernel lacks it.
+//! And [`query_gid_table`], the whole table in one QUERY_GID_TABLE ioctl,
+//! for the `rsverbs` command (no C export).
 
 use crate::abi::{ibv_context, ibv_gid_entry};
 use crate::error::{Error, Result};
@@ -111,4 +113,32 @@ fn fallback(q: &GidQuery, key: Key) -> Result<()> {
     }
     // SAFETY: forwarded from query_gid_ex's caller.
     unsafe { sysfs::query_gid_entry(q.ctx, key, q.port_num, q.gid_index, q.entry, q.entry_size) }
+}
+
+/// Every valid GID entry of every port of `ctx`'s device, in one
+/// QUERY_GID_TABLE ioctl (rdma-core cmd_device.c `_ibv_query_gid_table`;
+/// kernel uverbs_std_types_device.c, 5.10+), into `entries`; returns how
+/// many it filled. Empty slots are simply absent. Err as the kernel answers:
+/// ENOTTY or EPROTONOSUPPORT on kernels without the method, EINVAL when
+/// `entries` is too small (the caller then reads entry by entry with
+/// [`query_gid_ex`]).
+///
+/// # Safety
+/// `ctx` must be a valid rdma-core context.
+pub unsafe fn query_gid_table(ctx: *mut ibv_context, entries: &mut [ibv_gid_entry]) -> Result<usize> {
+    let esz = size_of::<ibv_gid_entry>();
+    // The attribute's length is a u16 (cmd_ioctl.c `fill_attr_out`).
+    let n = entries.len().min(usize::from(u16::MAX) / esz);
+    if n == 0 {
+        return Err(Error::sys(libc::EINVAL));
+    }
+    // SAFETY: ctx is valid; cmd_fd is a public frozen field.
+    let key = Key { ctx: ctx as usize, fd: unsafe { (*ctx).cmd_fd } };
+    let route = route::get(key)?;
+    let mut num: u64 = 0;
+    let addr = entries.as_mut_ptr() as u64;
+    let num_addr = &mut num as *mut u64 as u64;
+    let build = |id| ioctl::query_gid_table(id, esz as u64, 0, addr, (n * esz) as u16, num_addr);
+    ioctl_checked(key, route, build)?;
+    Ok((num as usize).min(n))
 }

@@ -7,7 +7,7 @@
 
 use crate::abi::{ibv_device, ibv_gid_entry};
 use crate::trace::format::c_field;
-use crate::uverbs::{self, ioctl, route, route::Key};
+use crate::uverbs::{self, route, route::Key};
 use core::mem::size_of;
 
 /// `enum ib_uverbs_write_cmds` (kernel include/uapi/rdma/ib_user_verbs.h).
@@ -111,13 +111,9 @@ fn table_netdevs(key: Key, port: u32) -> Option<Vec<u32>> {
     }
     let zero = ibv_gid_entry { gid: crate::abi::ibv_gid { raw: [0; 16] }, gid_index: 0, port_num: 0, gid_type: 0, ndev_ifindex: 0 };
     let mut entries = vec![zero; TABLE_MAX];
-    let mut num = 0u64;
-    let addr = entries.as_mut_ptr() as u64;
-    let len = (TABLE_MAX * size_of::<ibv_gid_entry>()) as u16;
-    let num_addr = (&mut num as *mut u64) as u64;
-    let build = |id| ioctl::query_gid_table(id, size_of::<ibv_gid_entry>() as u32, addr, len, num_addr);
-    uverbs::ioctl_checked(key, route, build).ok()?;
-    Some(distinct_netdevs(&entries[..(num as usize).min(TABLE_MAX)], port))
+    // SAFETY: key.ctx is the live rdma-core context of the call's QP.
+    let n = unsafe { crate::gid::query_gid_table(key.ctx as *mut crate::abi::ibv_context, &mut entries) }.ok()?;
+    Some(distinct_netdevs(&entries[..n], port))
 }
 
 /// The distinct non-zero ifindexes of `port`'s entries, first seen first.

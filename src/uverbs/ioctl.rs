@@ -193,17 +193,16 @@ pub fn query_gid_entry(
 }
 
 /// `UVERBS_METHOD_QUERY_GID_TABLE` as rdma-core's `_ibv_query_gid_table`
-/// builds it (cmd_device.c): ENTRY_SIZE (8), FLAGS (4), RESP_ENTRIES (an
-/// array of `entries_len` bytes), RESP_NUM_ENTRIES (a u64 out). The kernel
-/// fills the valid entries of every port (uverbs_std_types_device.c,
-/// Linux 5.10 on).
-pub fn query_gid_table(driver_id: u32, entry_size: u32, entries: u64, entries_len: u16, num: u64) -> Cmd<4> {
+/// builds it (cmd_device.c `ibv_cmd_query_gid_table`): ENTRY_SIZE (8),
+/// FLAGS (4), RESP_ENTRIES (`entries_len` bytes at `entries`),
+/// RESP_NUM_ENTRIES (a u64 at `num`). Kernels 5.10+ (uverbs_std_types_device.c).
+pub fn query_gid_table(driver_id: u32, entry_size: u64, flags: u32, entries: u64, entries_len: u16, num: u64) -> Cmd<4> {
     Cmd::new(
         METHOD_QUERY_GID_TABLE,
         driver_id,
         [
-            const_in(ATTR_GID_TABLE_ENTRY_SIZE, u64::from(entry_size)),
-            in_u32(ATTR_GID_TABLE_FLAGS, 0),
+            const_in(ATTR_GID_TABLE_ENTRY_SIZE, entry_size),
+            in_u32(ATTR_GID_TABLE_FLAGS, flags),
             ptr(ATTR_GID_TABLE_RESP_ENTRIES, entries, entries_len),
             ptr(ATTR_GID_TABLE_RESP_NUM_ENTRIES, num, 8),
         ],
@@ -257,6 +256,18 @@ mod tests {
         want.extend(attr_bytes(1, 8, 3));
         want.extend(attr_bytes(2, 4, 0x8000_0001));
         want.extend(attr_bytes(3, 32, entry));
+        assert_eq!(cmd.as_bytes(), &want[..]);
+    }
+
+    /// rdma-core 44 `_ibv_query_gid_table` (cmd_device.c): the same four attributes.
+    #[test]
+    fn query_gid_table_has_rdma_core_attributes() {
+        let cmd = query_gid_table(14, 32, 0, 0x7000, 32 * 1024, 0x8000);
+        let mut want = hdr_bytes(88, 5, 4, 14);
+        want.extend(attr_bytes(0, 8, 32));
+        want.extend(attr_bytes(1, 4, 0));
+        want.extend(attr_bytes(2, 32 * 1024, 0x7000));
+        want.extend(attr_bytes(3, 8, 0x8000));
         assert_eq!(cmd.as_bytes(), &want[..]);
     }
 

@@ -1,0 +1,89 @@
+//! `rsverbs`: the command of the rsverbs project (rsverbs(1), docs/tool.md).
+//! Modules: `cli` (arguments), `ffi` (rdma-core: devices and ports),
+//! `table` (a port's GIDs through rsverbs' engine), `pick` (the default
+//! indexes of rdma_cm and perftest), `gids` (the `gids` command), `group`
+//! (GROUP, its MGID and MAC), `net` (netdev and IP state from /sys and
+//! /proc), `doctor` (the checks), `json` (the writer).
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+mod cli;
+mod doctor;
+mod ffi;
+mod gids;
+mod group;
+mod json;
+mod net;
+mod pick;
+mod table;
+
+use cli::Command;
+
+fn usage_error(msg: &str) -> i32 {
+    eprintln!("rsverbs: {msg}\n{}", cli::USAGE);
+    2
+}
+
+/// The devices to look at: DEV only, or all; Err names an unknown DEV.
+fn devices(dev: Option<&str>) -> Result<Vec<ffi::Device>, String> {
+    let names = ffi::device_names();
+    let chosen: Vec<String> = match dev {
+        Some(d) if !names.iter().any(|n| n == d) => {
+            return Err(format!("unknown device '{d}' (devices: {})", if names.is_empty() { "none".into() } else { names.join(" ") }));
+        }
+        Some(d) => vec![d.to_string()],
+        None => names,
+    };
+    let mut out = Vec::new();
+    for n in chosen {
+        match ffi::open(&n) {
+            Some(d) => out.push(d),
+            None => eprintln!("rsverbs: {n}: ibv_open_device failed: {}", std::io::Error::last_os_error()),
+        }
+    }
+    Ok(out)
+}
+
+/// A PORT beyond the device's ports is bad usage, like an unknown device.
+fn check_port(devs: &[ffi::Device], port: Option<u8>) -> Result<(), String> {
+    let Some(p) = port else { return Ok(()) };
+    for d in devs {
+        let n = d.limits().map_or(0, |l| l.phys_port_cnt);
+        if p > n {
+            return Err(format!("{} has no port {p} (ports 1..{n})", d.name));
+        }
+    }
+    Ok(())
+}
+
+fn main() {
+    // Die of SIGPIPE, as C tools do, when a reader such as `head` or
+    // `grep -q` closes the pipe (Rust ignores SIGPIPE, so println! would panic).
+    // SAFETY: setting a signal disposition to its default, before any thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let code = match cli::parse(&args) {
+        Err(e) => usage_error(&e),
+        Ok(Command::Help) => {
+            println!("{}", cli::USAGE);
+            0
+        }
+        Ok(Command::Version) => {
+            println!("rsverbs {}", env!("CARGO_PKG_VERSION"));
+            0
+        }
+        Ok(Command::Gids { dev, port }) => match devices(dev.as_deref()).and_then(|d| check_port(&d, port).map(|()| d)) {
+            Err(e) => usage_error(&e),
+            Ok(devs) => gids::run(&devs, port),
+        },
+        Ok(Command::Doctor { group, dev, port, json }) => match group::Group::parse(&group) {
+            Err(e) => usage_error(&format!("doctor: {e}")),
+            Ok(g) => match devices(dev.as_deref()).and_then(|d| check_port(&d, port).map(|()| d)) {
+                Err(e) => usage_error(&e),
+                Ok(devs) => doctor::run(&devs, port, g, &group, json),
+            },
+        },
+    };
+    std::process::exit(code);
+}

@@ -1,0 +1,128 @@
+//! One port's GID table, read through rsverbs' own engine: the whole
+//! device's table in one QUERY_GID_TABLE ioctl (`rsverbs::gid::query_gid_table`),
+//! else entry by entry (`rsverbs::gid::query_gid_ex`: QUERY_GID_ENTRY, or
+//! the sysfs fallback when the kernel lacks the ioctl). Empty slots are holes.
+
+use crate::ffi::Device;
+use rsverbs::abi::{IBV_GID_TYPE_IB, IBV_GID_TYPE_ROCE_V1, IBV_GID_TYPE_ROCE_V2, ibv_gid_entry};
+use rsverbs::gid::{GidQuery, query_gid_ex, query_gid_table};
+use rsverbs::uverbs::route;
+
+/// A non-empty GID entry.
+#[derive(Clone, Debug)]
+pub struct Gid {
+    pub index: u32,
+    pub raw: [u8; 16],
+    pub gid_type: u32,
+    pub ifindex: u32,
+}
+
+/// One slot of the table.
+#[derive(Clone, Debug)]
+pub enum Slot {
+    Gid(Gid),
+    Empty,
+    /// Any other errno than ENODATA (an empty slot).
+    Error(i32),
+}
+
+/// A port's table, in index order, and the route the engine took.
+pub struct Table {
+    pub slots: Vec<Slot>,
+    pub route: &'static str,
+}
+
+pub const BY_TABLE: &str = "ioctl QUERY_GID_TABLE";
+pub const BY_ENTRY: &str = "ioctl QUERY_GID_ENTRY";
+pub const BY_SYSFS: &str = "sysfs (fallback)";
+
+/// Reads every index below `len` of `port`.
+pub fn read(dev: &Device, port: u8, len: u32) -> Table {
+    if let Some(slots) = read_table(dev, port, len) {
+        return Table { slots, route: BY_TABLE };
+    }
+    let slots = (0..len).map(|i| read_one(dev, port, i)).collect();
+    // SAFETY: ctx is an open rdma-core context.
+    let fd = unsafe { (*dev.ctx).cmd_fd };
+    let fallback = route::peek(route::Key { ctx: dev.ctx as usize, fd }).is_some_and(|r| r.gid_fallback());
+    Table { slots, route: if fallback { BY_SYSFS } else { BY_ENTRY } }
+}
+
+/// The attribute's u16 length holds at most this many 32-byte entries.
+const TABLE_MAX: usize = u16::MAX as usize / size_of::<ibv_gid_entry>();
+
+/// One QUERY_GID_TABLE for the whole device, this port's entries placed at
+/// their indexes; None when the kernel refuses it.
+fn read_table(dev: &Device, port: u8, len: u32) -> Option<Vec<Slot>> {
+    // SAFETY: all-zero is a valid ibv_gid_entry (integers).
+    let mut buf = vec![unsafe { core::mem::zeroed::<ibv_gid_entry>() }; TABLE_MAX];
+    // SAFETY: ctx is an open rdma-core context.
+    let n = unsafe { query_gid_table(dev.ctx, &mut buf) }.ok()?;
+    let mut slots = vec![Slot::Empty; len as usize];
+    for e in &buf[..n] {
+        if e.port_num == u32::from(port) && e.gid_index < len {
+            // SAFETY: reading the raw view of a plain byte union.
+            let raw = unsafe { e.gid.raw };
+            slots[e.gid_index as usize] = Slot::Gid(Gid { index: e.gid_index, raw, gid_type: e.gid_type, ifindex: e.ndev_ifindex });
+        }
+    }
+    Some(slots)
+}
+
+fn read_one(dev: &Device, port: u8, index: u32) -> Slot {
+    // SAFETY: all-zero is a valid ibv_gid_entry (integers).
+    let mut e: ibv_gid_entry = unsafe { core::mem::zeroed() };
+    let q = GidQuery {
+        ctx: dev.ctx,
+        port_num: u32::from(port),
+        gid_index: index,
+        entry: &mut e,
+        flags: 0,
+        entry_size: size_of::<ibv_gid_entry>(),
+    };
+    // SAFETY: ctx is open and e is writable for entry_size bytes.
+    match unsafe { query_gid_ex(&q) } {
+        // SAFETY: reading the raw view of a plain byte union.
+        Ok(()) => Slot::Gid(Gid { index, raw: unsafe { e.gid.raw }, gid_type: e.gid_type, ifindex: e.ndev_ifindex }),
+        Err(err) if err.code == libc::ENODATA => Slot::Empty,
+        Err(err) => Slot::Error(err.code),
+    }
+}
+
+/// The type as ibv_devinfo names it (ibv_devinfo.c `gid_type_str`).
+pub fn type_name(t: u32) -> &'static str {
+    match t {
+        IBV_GID_TYPE_IB => "IB",
+        IBV_GID_TYPE_ROCE_V1 => "RoCE v1",
+        IBV_GID_TYPE_ROCE_V2 => "RoCE v2",
+        _ => "unknown",
+    }
+}
+
+/// The GID as sysfs and ibv_devinfo print it: eight groups of four digits.
+pub fn gid_text(raw: &[u8; 16]) -> String {
+    let g: Vec<String> = raw.chunks(2).map(|c| format!("{:02x}{:02x}", c[0], c[1])).collect();
+    g.join(":")
+}
+
+/// The IPv4 address of a v4-mapped GID (::ffff:a.b.c.d).
+pub fn v4_mapped(raw: &[u8; 16]) -> Option<[u8; 4]> {
+    (raw[..10] == [0; 10] && raw[10] == 0xff && raw[11] == 0xff).then(|| [raw[12], raw[13], raw[14], raw[15]])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gid_text_is_sysfs_form() {
+        let mut raw = [0u8; 16];
+        raw[10] = 0xff;
+        raw[11] = 0xff;
+        raw[12..].copy_from_slice(&[192, 0, 2, 1]);
+        assert_eq!(gid_text(&raw), "0000:0000:0000:0000:0000:ffff:c000:0201");
+        assert_eq!(v4_mapped(&raw), Some([192, 0, 2, 1]));
+        raw[0] = 0xfe;
+        assert_eq!(v4_mapped(&raw), None);
+    }
+}
