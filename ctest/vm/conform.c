@@ -106,11 +106,17 @@ static void mcast_cases(const char *dev, struct objs *o)
 	MC(ud2, 0, &g6, 0, "detach-closed-fd");
 	o->ctx->cmd_fd = saved_fd;
 
-	/* Limits: groups per QP, then QPs per group, then everything detached. */
+	/* Limits: groups per QP, then QPs per group, then everything detached.
+	 * groups-per-qp is max_mcast_grp + 1 attaches (8,193 on rxe), most of
+	 * this program's time (and 10-20x slower on 7.x under TCG); attach and
+	 * detach are write() commands in both libraries whatever the ioctl
+	 * does, so conform.sh runs it in the ioctl mode only
+	 * (CONFORM_SKIP_GROUP_LIMIT=1 in the noioctl modes). */
 	int ok = 0, ferr = 0, fret = 0, det = 0, derr = 0;
 	struct ibv_device_attr da;
 	ibv_query_device(o->ctx, &da);
-	for (int i = 0; i <= da.max_mcast_grp; i++) {
+	int group_limit = !getenv("CONFORM_SKIP_GROUP_LIMIT");
+	for (int i = 0; group_limit && i <= da.max_mcast_grp; i++) {
 		tmp = g6;
 		tmp.raw[12] = i >> 8;
 		tmp.raw[13] = i & 0xff;
@@ -132,7 +138,8 @@ static void mcast_cases(const char *dev, struct objs *o)
 	}
 	snprintf(name, sizeof(name), "groups-per-qp ok=%d then ret=%d errno=%d detached=%d last-detach-errno=%d",
 		 ok, fret, ferr, det, derr);
-	line(dev, name, 0, 0);
+	if (group_limit)
+		line(dev, name, 0, 0);
 
 	int nq = da.max_mcast_qp_attach + 1;
 	struct ibv_qp **qps = calloc(nq, sizeof(*qps));

@@ -33,8 +33,11 @@ run_mode() { # run_mode LABEL WRAPPER...
 }
 
 run_mode ioctl
-run_mode noioctl-ENOTTY "$BIN/noioctl" ENOTTY
-run_mode noioctl-EPROTONOSUPPORT "$BIN/noioctl" EPROTONOSUPPORT
+# The groups-per-QP limit (8,193 attaches) only in the ioctl mode: attach
+# and detach are write() commands there too (rdma-core cmd.c
+# ibv_cmd_attach_mcast), so the noioctl modes would repeat it unchanged.
+run_mode noioctl-ENOTTY env CONFORM_SKIP_GROUP_LIMIT=1 "$BIN/noioctl" ENOTTY
+run_mode noioctl-EPROTONOSUPPORT env CONFORM_SKIP_GROUP_LIMIT=1 "$BIN/noioctl" EPROTONOSUPPORT
 grep -h 'conform:' "$W"/ioctl.ref.err
 mkdir -p /out/conform && cp "$W"/* /out/conform/
 rm -rf "$W"
