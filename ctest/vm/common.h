@@ -12,12 +12,14 @@
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <netinet/in.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -211,11 +213,44 @@ static inline int count_socket_fds(void)
  * /proc/net/igmp, a device line then its groups as %08X of the __be32,
  * kernel igmp.c igmp_mc_seq_show; else /proc/net/igmp6, one line per group,
  * mcast.c igmp6_mc_seq_show). -1 when the file cannot be read. */
-static inline int ip_member(const char *netdev, const union ibv_gid *g)
+/* Whether MGID `g` is an IPv4-mapped address (::ffff:a.b.c.d). */
+static inline int is_v4mapped(const uint8_t *g)
 {
 	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	return !memcmp(g, mapped, 12);
+}
+
+/* Joins the IP group of MGID `g` on `ifindex` (v4-mapped: IP_ADD_MEMBERSHIP,
+ * else IPV6_ADD_MEMBERSHIP), as a program must for RoCE multicast to reach
+ * it from another host (docs/ipjoin.md). Returns the CLOEXEC socket that
+ * holds the membership, or -1 with errno set. */
+static inline int ip_join_mgid(const uint8_t g[16], unsigned ifindex)
+{
+	int v4 = is_v4mapped(g), fd = socket(v4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0), r;
+	if (fd < 0)
+		return -1;
+	if (v4) {
+		struct ip_mreqn m = { .imr_ifindex = (int)ifindex };
+		memcpy(&m.imr_multiaddr, g + 12, 4);
+		r = setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof(m));
+	} else {
+		struct ipv6_mreq m = { .ipv6mr_interface = ifindex };
+		memcpy(&m.ipv6mr_multiaddr, g, 16);
+		r = setsockopt(fd, IPPROTO_IPV6, IPV6_ADD_MEMBERSHIP, &m, sizeof(m));
+	}
+	if (r) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+static inline int ip_member(const char *netdev, const union ibv_gid *g)
+{
 	char line[512], want[40];
-	int v4 = !memcmp(g->raw, mapped, 12), in_dev = 0, found = 0;
+	int v4 = is_v4mapped(g->raw), in_dev = 0, found = 0;
 	FILE *f = fopen(v4 ? "/proc/net/igmp" : "/proc/net/igmp6", "r");
 	if (!f)
 		return -1;

@@ -193,17 +193,9 @@ static void add_group(struct dev *d, const char *label)
 	g->sgid_index = find_sgid(d, g->ipv4, &g->ifindex);
 
 	/* The IP-level membership on the rxe netdev. */
-	if (g->ipv4) {
-		struct ip_mreqn m = { .imr_multiaddr = a4, .imr_ifindex = g->ifindex };
-		g->sock = socket(AF_INET, SOCK_DGRAM, 0);
-		if (g->sock < 0 || setsockopt(g->sock, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof(m)))
-			die("IP_ADD_MEMBERSHIP");
-	} else {
-		struct ipv6_mreq m = { .ipv6mr_multiaddr = a6, .ipv6mr_interface = g->ifindex };
-		g->sock = socket(AF_INET6, SOCK_DGRAM, 0);
-		if (g->sock < 0 || setsockopt(g->sock, IPPROTO_IPV6, IPV6_ADD_MEMBERSHIP, &m, sizeof(m)))
-			die("IPV6_ADD_MEMBERSHIP");
-	}
+	g->sock = ip_join_mgid(g->mgid.raw, g->ifindex);
+	if (g->sock < 0)
+		die(g->ipv4 ? "IP_ADD_MEMBERSHIP" : "IPV6_ADD_MEMBERSHIP");
 
 	g->qp = ud_qp(d);
 	int gi = 0; /* index among this device's groups */

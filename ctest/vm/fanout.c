@@ -278,10 +278,10 @@ static void post_recv(struct ud *u, struct ibv_qp *qp, int slot)
 
 static int ip_join(const char *group, const char *ifname)
 {
-	struct ip_mreqn m = { .imr_ifindex = (int)if_nametoindex(ifname) };
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (!m.imr_ifindex || inet_pton(AF_INET, group, &m.imr_multiaddr) != 1 || fd < 0 ||
-	    setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof(m)))
+	uint8_t g[16] = { [10] = 0xff, [11] = 0xff };
+	unsigned ifindex = if_nametoindex(ifname);
+	int fd = -1;
+	if (!ifindex || inet_pton(AF_INET, group, g + 12) != 1 || (fd = ip_join_mgid(g, ifindex)) < 0)
 		die("IP_ADD_MEMBERSHIP %s on %s: %s", group, ifname, strerror(errno));
 	return fd;
 }

@@ -73,12 +73,6 @@ static void nap(void)
 }
 
 
-static int is_v4mapped(const uint8_t *g)
-{
-	static const uint8_t pfx[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
-	return !memcmp(g, pfx, 12);
-}
-
 static const char *gid_str(const uint8_t *g, char *buf, size_t n)
 {
 	return inet_ntop(AF_INET6, g, buf, n) ? buf : "?";
@@ -103,20 +97,10 @@ static int parse_addr(const char *s, uint8_t gid[16])
 
 static int ip_join(const uint8_t mgid[16], unsigned ifindex)
 {
-	int fd;
-	if (is_v4mapped(mgid)) {
-		struct ip_mreqn m = { .imr_ifindex = (int)ifindex };
-		memcpy(&m.imr_multiaddr, mgid + 12, 4);
-		fd = socket(AF_INET, SOCK_DGRAM, 0);
-		if (fd < 0 || setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof(m)))
-			die("IP_ADD_MEMBERSHIP on ifindex %u: %s", ifindex, strerror(errno));
-	} else {
-		struct ipv6_mreq m = { .ipv6mr_interface = ifindex };
-		memcpy(&m.ipv6mr_multiaddr, mgid, 16);
-		fd = socket(AF_INET6, SOCK_DGRAM, 0);
-		if (fd < 0 || setsockopt(fd, IPPROTO_IPV6, IPV6_ADD_MEMBERSHIP, &m, sizeof(m)))
-			die("IPV6_ADD_MEMBERSHIP on ifindex %u: %s", ifindex, strerror(errno));
-	}
+	int fd = ip_join_mgid(mgid, ifindex);
+	if (fd < 0)
+		die("%s on ifindex %u: %s", is_v4mapped(mgid) ? "IP_ADD_MEMBERSHIP" : "IPV6_ADD_MEMBERSHIP", ifindex,
+		    strerror(errno));
 	return fd;
 }
 
