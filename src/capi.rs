@@ -20,6 +20,7 @@
 use crate::abi::{ibv_context, ibv_gid, ibv_gid_entry, ibv_qp};
 use crate::error::{Error, to_c};
 use crate::registry::QpKey;
+use crate::mcast::{McastCall, Op};
 use crate::{gid, hooks, mcast, trace};
 use core::ffi::c_int;
 
@@ -42,12 +43,15 @@ const NULL_ARG: Error = Error::sys(libc::EINVAL);
 /// Non-NULL pointers must point at live objects created by rdma-core.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rsverbs_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
+    // The call's arguments travel as one value, through the hooks too; by
+    // value, so that the copy is made only when the hooks are wanted.
+    let call = McastCall { op: Op::Attach, qp, gid, lid };
     if hooks::wanted() {
-        // SAFETY: forwarded; the hooks call mcast_c with the same arguments.
-        return unsafe { hooks::mcast(true, qp, gid, lid, mcast_c) };
+        // SAFETY: forwarded; the hooks call mcast_c with the same call.
+        return unsafe { hooks::mcast(call, mcast_c) };
     }
     // SAFETY: the caller's contract.
-    unsafe { mcast_c(true, qp, gid, lid) }
+    unsafe { mcast_c(&call) }
 }
 
 /// `ibv_detach_mcast`: detach `qp` from the multicast group `gid`/`lid`.
@@ -59,28 +63,28 @@ pub unsafe extern "C" fn rsverbs_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_g
 /// Non-NULL pointers must point at live objects created by rdma-core.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rsverbs_detach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
+    let call = McastCall { op: Op::Detach, qp, gid, lid };
     if hooks::wanted() {
         // SAFETY: as in rsverbs_attach_mcast.
-        return unsafe { hooks::mcast(false, qp, gid, lid, mcast_c) };
+        return unsafe { hooks::mcast(call, mcast_c) };
     }
     // SAFETY: the caller's contract.
-    unsafe { mcast_c(false, qp, gid, lid) }
+    unsafe { mcast_c(&call) }
 }
 
-/// Attach (`attach`) or detach: check → call → map.
+/// Attach or detach: check → call → map.
 ///
 /// # Safety
 /// As the exports'.
 #[inline(always)]
-unsafe fn mcast_c(attach: bool, qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
+unsafe fn mcast_c(c: &McastCall) -> c_int {
     // SAFETY: qp is checked non-NULL before it is read; the rest is the
     // caller's contract.
-    if qp.is_null() || gid.is_null() || unsafe { (*qp).context }.is_null() {
+    if c.qp.is_null() || c.gid.is_null() || unsafe { (*c.qp).context }.is_null() {
         return to_c(Err(NULL_ARG));
     }
-    let op = if attach { mcast::Op::Attach } else { mcast::Op::Detach };
     // SAFETY: checked above; validity is the caller's contract.
-    to_c(unsafe { mcast::run(op, qp, gid, lid) })
+    to_c(unsafe { mcast::run(c) })
 }
 
 /// `_ibv_query_gid_ex`: read GID table entry `gid_index` of `port_num`.
@@ -106,7 +110,7 @@ pub unsafe extern "C" fn rsverbs_query_gid_ex(
     let query = gid::GidQuery { ctx: context, port_num, gid_index, entry, flags, entry_size };
     if hooks::wanted() {
         // SAFETY: forwarded; the trace calls query_c with the same query.
-        return unsafe { trace::query_gid(&query, query_c) };
+        return unsafe { trace::query_gid(query, query_c) };
     }
     // SAFETY: the caller's contract.
     unsafe { query_c(&query) }

@@ -4,8 +4,8 @@
 //! read (a call before the constructor reads them itself), cleared for good
 //! when both are off. The features' own code is out of line.
 
-use crate::abi::{ibv_gid, ibv_qp};
 use crate::error::{errno, set_errno};
+use crate::mcast::McastCall;
 use crate::{ipjoin, trace};
 use core::ffi::c_int;
 use core::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -42,7 +42,7 @@ extern "C" fn ctor() {
     settle();
 }
 
-/// Attach (`attach`) or detach through `call`: traced when tracing is on,
+/// Attach or detach `c` through `call`: traced when tracing is on,
 /// then the IP-level join or leave when `RSVERBS_MCAST_IPJOIN` is on. The
 /// result and `errno` are `call`'s.
 ///
@@ -50,14 +50,14 @@ extern "C" fn ctor() {
 /// As the exports': non-NULL pointers point at live rdma-core objects.
 #[cold]
 #[inline(never)]
-pub unsafe fn mcast(attach: bool, qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16, call: trace::McastFn) -> c_int {
+pub unsafe fn mcast(c: McastCall, call: trace::McastFn) -> c_int {
     settle();
     // SAFETY: forwarded from our caller; the trace calls `call` when off.
-    let rc = unsafe { trace::mcast(attach, qp, gid, lid, call) };
+    let rc = unsafe { trace::mcast(&c, call) };
     if ipjoin::on() {
         let saved = errno();
         // SAFETY: forwarded from our caller.
-        unsafe { ipjoin::after_mcast(attach, qp, gid, rc) };
+        unsafe { ipjoin::after_mcast(&c, rc) };
         set_errno(saved);
     }
     rc

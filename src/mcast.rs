@@ -14,11 +14,32 @@ use core::mem::size_of;
 /// Which of the two commands.
 pub use provider::Verb as Op;
 
-/// Attach or detach `qp` to the group `(gid, lid)`.
+/// One `ibv_attach_mcast` / `ibv_detach_mcast` call: its arguments, as the
+/// caller gave them, from the export through the hooks to the verb.
+#[derive(Clone, Copy, Debug)]
+pub struct McastCall {
+    pub op: Op,
+    pub qp: *mut ibv_qp,
+    pub gid: *const ibv_gid,
+    pub lid: u16,
+}
+
+impl McastCall {
+    /// Whether this is `ibv_attach_mcast`.
+    #[inline]
+    pub fn attach(&self) -> bool {
+        self.op == Op::Attach
+    }
+}
+
+/// Attach or detach `c.qp` to the group `(c.gid, c.lid)`.
 ///
 /// # Safety
-/// `qp`, `qp->context` and `gid` must be valid (checked non-NULL by capi).
-pub unsafe fn run(op: Op, qp: *const ibv_qp, gid: *const ibv_gid, lid: u16) -> Result<()> {
+/// `c.qp`, `c.qp->context` and `c.gid` must be valid (checked non-NULL by
+/// capi).
+#[inline(always)]
+pub unsafe fn run(c: &McastCall) -> Result<()> {
+    let McastCall { op, qp, gid, lid } = *c;
     // SAFETY: the caller guarantees qp and qp->context are valid objects
     // created by rdma-core; we read public frozen fields only.
     let (ctx, handle) = unsafe { ((*qp).context, (*qp).handle) };

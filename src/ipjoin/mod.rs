@@ -25,7 +25,8 @@
 mod counts;
 mod sock;
 
-use crate::abi::{ibv_gid, ibv_qp};
+use crate::abi::ibv_qp;
+use crate::mcast::McastCall;
 use crate::registry::QpKey;
 use crate::trace::format::{Mgid, Res};
 use crate::uverbs::route::Key;
@@ -151,7 +152,9 @@ pub fn after_fork_in_child() {
 /// As the exports': non-NULL pointers point at live rdma-core objects.
 #[cold]
 #[inline(never)]
-pub unsafe fn after_mcast(attach: bool, qp: *const ibv_qp, gid: *const ibv_gid, rc: c_int) {
+pub unsafe fn after_mcast(c: &McastCall, rc: c_int) {
+    let McastCall { qp, gid, .. } = *c;
+    let attach = c.attach();
     if rc != 0 || qp.is_null() || gid.is_null() {
         return;
     }

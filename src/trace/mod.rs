@@ -16,9 +16,10 @@ pub mod format;
 mod hints;
 mod sink;
 
-use crate::abi::{ibv_context, ibv_device, ibv_gid, ibv_qp};
+use crate::abi::{ibv_context, ibv_device};
 use crate::error::{errno, set_errno};
 use crate::gid::GidQuery;
+use crate::mcast::McastCall;
 use crate::registry::{self, Attachment, QpKey};
 use crate::uverbs::route::{self, Key};
 use core::ffi::{c_char, c_int};
@@ -172,7 +173,7 @@ fn now_ns() -> u64 {
 }
 
 /// The C body of attach/detach: check → call → map.
-pub type McastFn = unsafe fn(bool, *mut ibv_qp, *const ibv_gid, u16) -> c_int;
+pub type McastFn = unsafe fn(&McastCall) -> c_int;
 /// The C body of `_ibv_query_gid_ex`.
 pub type GidFn = unsafe fn(&GidQuery) -> c_int;
 
@@ -182,19 +183,19 @@ pub type GidFn = unsafe fn(&GidQuery) -> c_int;
 /// As the export's: non-NULL pointers point at live rdma-core objects.
 #[cold]
 #[inline(never)]
-pub unsafe fn mcast(attach: bool, qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16, call: McastFn) -> c_int {
+pub unsafe fn mcast(c: &McastCall, call: McastFn) -> c_int {
     let m = mode();
     if m == OFF {
         // SAFETY: forwarded from our caller.
-        return unsafe { call(attach, qp, gid, lid) };
+        return unsafe { call(c) };
     }
     let t0 = now_ns();
     // SAFETY: forwarded from our caller.
-    let rc = unsafe { call(attach, qp, gid, lid) };
+    let rc = unsafe { call(c) };
     let us = now_ns().wrapping_sub(t0) / 1000;
     let saved = errno();
     // SAFETY: forwarded from our caller.
-    unsafe { after_mcast(m, attach, qp, gid, lid, rc, us) };
+    unsafe { after_mcast(m, c, rc, us) };
     set_errno(saved);
     rc
 }
@@ -215,7 +216,9 @@ unsafe fn device<'a>(ctx: *const ibv_context) -> Option<&'a ibv_device> {
 
 /// # Safety
 /// As [`mcast`].
-unsafe fn after_mcast(m: u8, attach: bool, qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16, rc: c_int, us: u64) {
+unsafe fn after_mcast(m: u8, c: &McastCall, rc: c_int, us: u64) {
+    let McastCall { qp, gid, lid, .. } = *c;
+    let attach = c.attach();
     let pid = std::process::id();
     collapse::flush(pid);
     let mut l = Line::new(pid);
@@ -312,11 +315,11 @@ unsafe fn after_mcast(m: u8, attach: bool, qp: *mut ibv_qp, gid: *const ibv_gid,
 /// As the export's.
 #[cold]
 #[inline(never)]
-pub unsafe fn query_gid(q: &GidQuery, call: GidFn) -> c_int {
+pub unsafe fn query_gid(q: GidQuery, call: GidFn) -> c_int {
     let m = mode();
     // SAFETY: forwarded from our caller.
-    let rc = unsafe { call(q) };
-    let GidQuery { ctx, port_num: port, gid_index: index, entry, flags, entry_size } = *q;
+    let rc = unsafe { call(&q) };
+    let GidQuery { ctx, port_num: port, gid_index: index, entry, flags, entry_size } = q;
     if m == OFF {
         return rc;
     }
