@@ -32,17 +32,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fputs("cmsend: error: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-	exit(2);
-}
+#define PROG_NAME "cmsend"
+#include "common.h"
 
 /* The next event on `ch`, which must be `want`; acknowledged, its UD
  * parameters copied to `ud` if given. */

@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <errno.h>
 #include <infiniband/verbs.h>
 #include <linux/audit.h>
@@ -27,6 +28,22 @@
 
 #define RDMA_VERBS_IOCTL_REQ 0xc0181b01u
 #define SENTINEL 4242
+
+/* A test program's fatal error: "PROG_NAME: error: MESSAGE" on stderr, and
+ * exit status 2 (the scripts tell it from a test's failure, status 1). For
+ * the programs that define PROG_NAME before including this header. */
+#ifdef PROG_NAME
+__attribute__((noreturn, format(printf, 1, 2))) static void die(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs(PROG_NAME ": error: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	exit(2);
+}
+#endif
 
 static inline uint64_t now_ns(void)
 {

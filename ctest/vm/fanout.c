@@ -31,6 +31,7 @@
 #include <stdarg.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#define PROG_NAME "fanout"
 #include "common.h"
 
 #define QKEY 0x11111111u
@@ -41,17 +42,6 @@
 #define RQ_DEPTH 512
 #define MAX_RECV 64
 #define MAX_SEQ 100000
-
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fputs("fanout: error: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-	exit(2);
-}
 
 /* ---- options ----------------------------------------------------------- */
 

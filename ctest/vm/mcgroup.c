@@ -38,6 +38,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#define PROG_NAME "mcgroup"
 #include "common.h"
 
 #define QKEY 0x1ee7c0de
@@ -47,17 +48,6 @@
 #define MAX_COUNT 30
 
 static double wait_s = 10; /* bound of every wait */
-
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fputs("mcgroup: error: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-	exit(2);
-}
 
 static double now(void)
 {
