@@ -26,7 +26,6 @@
 #include <errno.h>
 #include <netdb.h>
 #include <rdma/rdma_cma.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

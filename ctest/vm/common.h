@@ -29,9 +29,9 @@
 #define RDMA_VERBS_IOCTL_REQ 0xc0181b01u
 #define SENTINEL 4242
 
-/* A test program's fatal error: "PROG_NAME: error: MESSAGE" on stderr, and
- * exit status 2 (the scripts tell it from a test's failure, status 1). For
- * the programs that define PROG_NAME before including this header. */
+/* A test program's fatal error (a setup error, not a test's failure):
+ * "PROG_NAME: error: MESSAGE" on stderr, and exit status 2. For the programs
+ * that define PROG_NAME before including this header. */
 #ifdef PROG_NAME
 __attribute__((noreturn, format(printf, 1, 2))) static void die(const char *fmt, ...)
 {
