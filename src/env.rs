@@ -1,9 +1,102 @@
-//! The environment switches rdma-core reads, read the way the loaded
-//! release reads them (docs/rdma-core-releases.md).
+//! The environment: rsverbs' own `RSVERBS_*` switches, each read once
+//! through [`Switch`], and the switches rdma-core reads, read the way the
+//! loaded release reads them (docs/rdma-core-releases.md).
 
+use crate::error::ErrnoGuard;
 use crate::rdma_core::release::{self, Release};
+use core::ffi::{CStr, c_char};
+use core::sync::atomic::{AtomicU8, Ordering::Acquire, Ordering::Release as Rel};
 use std::ffi::OsStr;
 use std::sync::OnceLock;
+
+unsafe extern "C" {
+    /// glibc 2.17 `secure_getenv`: NULL in setuid/setgid (AT_SECURE) processes.
+    fn secure_getenv(name: *const c_char) -> *mut c_char;
+}
+
+/// Not read yet.
+const UNREAD: u8 = 0;
+/// Being read by one thread.
+const READING: u8 = 1;
+/// The first value a [`Switch`]'s parser may return; 0 and 1 are its own.
+pub const FIRST_STATE: u8 = 2;
+
+/// One `RSVERBS_*` variable, read once per process with `secure_getenv`
+/// (ignored in setuid and setgid programs), `errno` kept, and turned by its
+/// feature's parser into a state (a u8 from [`FIRST_STATE`] on). The state
+/// is one byte, loaded Acquire: cheap enough for the exports' one check.
+pub struct Switch {
+    name: &'static CStr,
+    state: AtomicU8,
+}
+
+impl Switch {
+    pub const fn new(name: &'static CStr) -> Self {
+        Switch { name, state: AtomicU8::new(UNREAD) }
+    }
+
+    /// The state; the first call reads the variable and gives its value
+    /// (empty when unset) to `parse`. A thread that comes while another is
+    /// reading waits for it, briefly, and else takes `busy`.
+    #[inline]
+    pub fn get(&self, parse: impl FnOnce(&[u8]) -> u8, busy: u8) -> u8 {
+        match self.state.load(Acquire) {
+            UNREAD | READING => self.read(parse, busy),
+            s => s,
+        }
+    }
+
+    /// The state if the variable has been read, without reading it (for
+    /// atfork and exit handlers).
+    pub fn peek(&self) -> Option<u8> {
+        Some(self.state.load(Acquire)).filter(|&s| s >= FIRST_STATE)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn read(&self, parse: impl FnOnce(&[u8]) -> u8, busy: u8) -> u8 {
+        if self.state.compare_exchange(UNREAD, READING, Acquire, Acquire).is_err() {
+            for _ in 0..100_000 {
+                match self.state.load(Acquire) {
+                    READING => std::thread::yield_now(),
+                    s => return s,
+                }
+            }
+            return busy;
+        }
+        let _errno = ErrnoGuard::save();
+        // SAFETY: the name is NUL-terminated; the result is NULL or a
+        // NUL-terminated string in the environment.
+        let value = unsafe { secure_getenv(self.name.as_ptr()) };
+        let value = if value.is_null() {
+            &b""[..]
+        } else {
+            // SAFETY: as above.
+            unsafe { CStr::from_ptr(value) }.to_bytes()
+        };
+        let s = parse(value).max(FIRST_STATE);
+        self.state.store(s, Rel);
+        s
+    }
+
+    /// `NAME=VALUE ignored: WHY; OFF_WHAT off` on stderr, one write, for a
+    /// value the feature's parser refuses (not in the unit tests, whose
+    /// output is parsed line by line: ctest/unit.sh).
+    pub fn warn(&self, value: &[u8], why: &str, off_what: &str) {
+        if cfg!(test) {
+            return;
+        }
+        let msg = format!(
+            "rsverbs[{}]: {}={} ignored: {why}; {off_what} off\n",
+            std::process::id(),
+            self.name.to_string_lossy(),
+            String::from_utf8_lossy(value)
+        );
+        let _errno = ErrnoGuard::save();
+        // SAFETY: a plain write of a valid buffer to stderr.
+        let _ = unsafe { libc::write(libc::STDERR_FILENO, msg.as_ptr().cast(), msg.len()) };
+    }
+}
 
 /// rdma-core init.c `ibverbs_init`: `verbs_allow_disassociate_destroy`, from
 /// `RDMAV_ALLOW_DISASSOC_DESTROY` and the legacy `MLX4_DEVICE_FATAL_CLEANUP`
@@ -37,6 +130,18 @@ pub fn disassoc_flag(release: Option<Release>, rdmav: Option<&OsStr>, mlx4: Opti
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    static PARSED: Switch = Switch::new(c"RSVERBS_TEST_SWITCH_NEVER_SET");
+
+    #[test]
+    fn a_switch_is_read_once_and_keeps_errno() {
+        assert_eq!(PARSED.peek(), None);
+        crate::error::set_errno(4321);
+        assert_eq!(PARSED.get(|v| if v.is_empty() { 7 } else { 9 }, 3), 7);
+        assert_eq!(crate::error::errno(), 4321);
+        assert_eq!(PARSED.get(|_| panic!("read twice"), 3), 7);
+        assert_eq!(PARSED.peek(), Some(7));
+    }
 
     #[test]
     fn before_40_any_rdmav_value_turns_it_on() {

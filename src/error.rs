@@ -42,6 +42,25 @@ pub fn set_errno(value: c_int) {
     unsafe { *libc::__errno_location() = value }
 }
 
+/// Saves the thread's `errno` when made and puts it back when dropped:
+/// around rsverbs' own syscalls in the middle of a verb (route probes,
+/// dladdr, realpath, the trace and the IP join), whose errno is not the
+/// caller's.
+#[must_use = "errno is restored when the guard is dropped"]
+pub struct ErrnoGuard(c_int);
+
+impl ErrnoGuard {
+    pub fn save() -> Self {
+        ErrnoGuard(errno())
+    }
+}
+
+impl Drop for ErrnoGuard {
+    fn drop(&mut self) {
+        set_errno(self.0);
+    }
+}
+
 /// Turns a verb's result into the C return value, setting `errno` where
 /// rdma-core's would be set. The only place that maps errors to C.
 pub fn to_c(result: Result<()>) -> c_int {
@@ -53,5 +72,30 @@ pub fn to_c(result: Result<()>) -> c_int {
             }
             e.code
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_guard_restores_errno_on_every_exit() {
+        set_errno(1234);
+        {
+            let _g = ErrnoGuard::save();
+            set_errno(libc::EINVAL);
+        }
+        assert_eq!(errno(), 1234);
+        let early = |fail: bool| -> c_int {
+            let _g = ErrnoGuard::save();
+            set_errno(libc::EBADF);
+            if fail {
+                return -1;
+            }
+            0
+        };
+        assert_eq!((early(true), errno()), (-1, 1234));
+        assert_eq!((early(false), errno()), (0, 1234));
     }
 }

@@ -24,22 +24,14 @@ pub fn wanted() -> bool {
 }
 
 /// Reads both variables (each once per process) and clears [`WANTED`]
-/// when neither is on.
-fn settle() {
+/// when neither is on. Called at load (lifecycle.rs) and by every hooked
+/// call.
+pub fn settle() {
     let t = trace::on();
     let j = ipjoin::on();
     if !t && !j {
         WANTED.store(false, Relaxed);
     }
-}
-
-// A library constructor (.init_array, ELF gABI), as the trace's own.
-#[used]
-#[unsafe(link_section = ".init_array")]
-static CTOR: extern "C" fn() = ctor;
-
-extern "C" fn ctor() {
-    settle();
 }
 
 /// Attach or detach `c` through `call`: traced when tracing is on,

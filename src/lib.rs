@@ -36,6 +36,7 @@ pub mod error;
 pub mod gid;
 mod hooks;
 mod ipjoin;
+mod lifecycle;
 pub mod mcast;
 mod memcheck;
 mod port;

@@ -31,56 +31,19 @@ use crate::registry::QpKey;
 use crate::trace::format::{Mgid, Res};
 use crate::uverbs::route::Key;
 use core::cell::UnsafeCell;
+use crate::env::{FIRST_STATE, Switch};
 use core::ffi::{c_char, c_int};
-use core::sync::atomic::{AtomicBool, AtomicU8, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
+use core::sync::atomic::{AtomicBool, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
 use counts::Counts;
 
-const UNINIT: u8 = 0;
-const INITING: u8 = 1;
-const OFF: u8 = 2;
-const ON: u8 = 3;
+const OFF: u8 = FIRST_STATE;
+const ON: u8 = FIRST_STATE + 1;
 
-static MODE: AtomicU8 = AtomicU8::new(UNINIT);
-
-unsafe extern "C" {
-    /// glibc 2.17 `secure_getenv`: NULL in setuid/setgid (AT_SECURE) processes.
-    fn secure_getenv(name: *const c_char) -> *mut c_char;
-}
+static MODE: Switch = Switch::new(c"RSVERBS_MCAST_IPJOIN");
 
 /// Whether `RSVERBS_MCAST_IPJOIN` is on (reads it on first use).
 pub fn on() -> bool {
-    match MODE.load(Acquire) {
-        UNINIT | INITING => init(),
-        m => m == ON,
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn init() -> bool {
-    if MODE.compare_exchange(UNINIT, INITING, Acquire, Acquire).is_err() {
-        for _ in 0..100_000 {
-            match MODE.load(Acquire) {
-                INITING => std::thread::yield_now(),
-                m => return m == ON,
-            }
-        }
-        return false;
-    }
-    let saved = crate::error::errno();
-    // SAFETY: a NUL-terminated literal; the result is NULL or a
-    // NUL-terminated string in the environment.
-    let value = unsafe { secure_getenv(c"RSVERBS_MCAST_IPJOIN".as_ptr()) };
-    let value = if value.is_null() {
-        &b""[..]
-    } else {
-        // SAFETY: as above.
-        unsafe { core::ffi::CStr::from_ptr(value) }.to_bytes()
-    };
-    let m = parse(value);
-    MODE.store(m, Release);
-    crate::error::set_errno(saved);
-    m == ON
+    MODE.get(parse, OFF) == ON
 }
 
 /// `1` turns it on; unset, empty or `0` leave it off; anything else is
@@ -90,15 +53,7 @@ fn parse(value: &[u8]) -> u8 {
         b"1" => ON,
         b"" | b"0" => OFF,
         _ => {
-            if !cfg!(test) {
-                let msg = format!(
-                    "rsverbs[{}]: RSVERBS_MCAST_IPJOIN={} ignored: not 1 or 0; IP-level join off\n",
-                    std::process::id(),
-                    String::from_utf8_lossy(value)
-                );
-                // SAFETY: a plain write of a valid buffer to stderr.
-                let _ = unsafe { libc::write(libc::STDERR_FILENO, msg.as_ptr().cast(), msg.len()) };
-            }
+            MODE.warn(value, "not 1 or 0", "IP-level join");
             OFF
         }
     }
@@ -135,7 +90,7 @@ fn with<R>(f: impl FnOnce(&mut Counts) -> R) -> R {
 /// child, so the lock is taken over; the counts it may have left half
 /// changed are leaked, not freed.
 pub fn after_fork_in_child() {
-    if MODE.load(Relaxed) != ON {
+    if MODE.peek() != Some(ON) {
         return;
     }
     sock::close_inherited();

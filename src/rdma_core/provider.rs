@@ -88,9 +88,10 @@ pub fn has_no_op(verb: Verb, op: usize) -> bool {
 #[inline(never)]
 fn classify_and_remember(verb: Verb, op: usize) -> bool {
     // dladdr runs in the middle of a verb: errno stays the caller's.
-    let saved = crate::error::errno();
-    let dummy = dladdr(op as *const c_void, |located| is_dummy(verb, op, located));
-    crate::error::set_errno(saved);
+    let dummy = {
+        let _errno = crate::error::ErrnoGuard::save();
+        dladdr(op as *const c_void, |located| is_dummy(verb, op, located))
+    };
     // Publish the class before the pointer. A full table or a lost race only
     // means this pointer is classified again next time.
     for (slot, class) in OPS.iter().zip(&DUMMY) {

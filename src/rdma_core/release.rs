@@ -55,10 +55,8 @@ pub fn installed() -> Option<Release> {
 /// EIO), and glibc's realpath leaves EINVAL in `errno` even when it
 /// succeeds (its readlink of every component that is not a link).
 fn path_of(sym: *const core::ffi::c_void) -> Option<Vec<u8>> {
-    let saved = crate::error::errno();
-    let path = resolve(sym);
-    crate::error::set_errno(saved);
-    path
+    let _errno = crate::error::ErrnoGuard::save();
+    resolve(sym)
 }
 
 fn resolve(sym: *const core::ffi::c_void) -> Option<Vec<u8>> {

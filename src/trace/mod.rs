@@ -17,25 +17,23 @@ mod hints;
 mod sink;
 
 use crate::abi::{ibv_context, ibv_device};
-use crate::error::{errno, set_errno};
+use crate::env::{FIRST_STATE, Switch};
+use crate::error::ErrnoGuard;
 use crate::gid::GidQuery;
 use crate::mcast::McastCall;
 use crate::registry::{self, Attachment, QpKey};
 use crate::uverbs::route::{self, Key};
-use core::ffi::{c_char, c_int};
+use core::ffi::c_int;
 use core::fmt::Write;
-use core::sync::atomic::{AtomicU8, Ordering::Acquire, Ordering::Release};
 use format::{Line, Mgid, Res, c_field};
 
-const UNINIT: u8 = 0;
-const INITING: u8 = 1;
-const OFF: u8 = 2;
+const OFF: u8 = FIRST_STATE;
 /// `1` or a path: the call lines.
-const LINES: u8 = 3;
+const LINES: u8 = FIRST_STATE + 1;
 /// `hints` or `hints:PATH`: the call lines and the hints.
-const HINTS: u8 = 4;
+const HINTS: u8 = FIRST_STATE + 2;
 
-static MODE: AtomicU8 = AtomicU8::new(UNINIT);
+static MODE: Switch = Switch::new(c"RSVERBS_TRACE");
 
 /// Whether tracing is on (reads `RSVERBS_TRACE` on first use). The
 /// exports' one check is [`crate::hooks::wanted`].
@@ -61,45 +59,11 @@ pub fn note(args: core::fmt::Arguments<'_>) {
     sink::emit(l.finish());
 }
 
-unsafe extern "C" {
-    /// glibc 2.17 `secure_getenv`: NULL in setuid/setgid (AT_SECURE) processes.
-    fn secure_getenv(name: *const c_char) -> *mut c_char;
-}
-
+/// The mode; the first call reads `RSVERBS_TRACE` and opens the sink. A
+/// thread that comes while another reads it, and waits too long, goes
+/// untraced.
 fn mode() -> u8 {
-    match MODE.load(Acquire) {
-        UNINIT | INITING => init(),
-        m => m,
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn init() -> u8 {
-    if MODE.compare_exchange(UNINIT, INITING, Acquire, Acquire).is_err() {
-        // Another thread is reading the variable: wait for it, briefly.
-        for _ in 0..100_000 {
-            match MODE.load(Acquire) {
-                INITING => std::thread::yield_now(),
-                m => return m,
-            }
-        }
-        return OFF;
-    }
-    let saved = errno();
-    // SAFETY: the name is a NUL-terminated literal; the result is NULL or a
-    // NUL-terminated string in the environment.
-    let value = unsafe { secure_getenv(c"RSVERBS_TRACE".as_ptr()) };
-    let value = if value.is_null() {
-        &b""[..]
-    } else {
-        // SAFETY: as above.
-        unsafe { core::ffi::CStr::from_ptr(value) }.to_bytes()
-    };
-    let m = configure(value);
-    MODE.store(m, Release);
-    set_errno(saved);
-    m
+    MODE.get(configure, OFF)
 }
 
 /// Parses `RSVERBS_TRACE` and opens the sink. Unset, empty or `0`: off.
@@ -111,7 +75,7 @@ fn configure(value: &[u8]) -> u8 {
         v if v.starts_with(b"hints:/") => (HINTS, Some(&v[6..])),
         v if v.starts_with(b"/") => (LINES, Some(v)),
         _ => {
-            warn(value, "not 1, hints, an absolute path or hints:PATH");
+            MODE.warn(value, "not 1, hints, an absolute path or hints:PATH", "tracing");
             return OFF;
         }
     };
@@ -119,49 +83,31 @@ fn configure(value: &[u8]) -> u8 {
         None => sink::to_stderr(),
         Some(path) if sink::to_file(path) => {}
         Some(_) => {
-            warn(value, "cannot open the file");
+            MODE.warn(value, "cannot open the file", "tracing");
             return OFF;
         }
     }
     m
 }
 
-fn warn(value: &[u8], why: &str) {
-    if cfg!(test) {
-        return; // the unit tests' output is parsed line by line (ctest/unit.sh)
-    }
-    let mut l = Line::new(std::process::id());
-    let _ = write!(l, "RSVERBS_TRACE={} ignored: {why}; tracing off", String::from_utf8_lossy(value));
-    // SAFETY: a plain write of a valid buffer to stderr.
-    let _ = unsafe { libc::write(libc::STDERR_FILENO, l.finish().as_ptr().cast(), l.as_bytes().len() + 1) };
-}
-
-// The constructor and destructor: .init_array and .fini_array entries (ELF
-// gABI), run for a preloaded, linked or dlopen'ed librsverbs alike.
-#[used]
-#[unsafe(link_section = ".init_array")]
-static CTOR: extern "C" fn() = ctor;
-#[used]
-#[unsafe(link_section = ".fini_array")]
-static DTOR: extern "C" fn() = dtor;
-
-extern "C" fn ctor() {
+/// At load: read `RSVERBS_TRACE` and open the sink (lifecycle.rs).
+pub fn at_load() {
     mode();
 }
 
-/// At exit (or dlclose): the pending ENODATA run, and `still-attached`.
-extern "C" fn dtor() {
-    let m = MODE.load(Acquire);
-    if m != LINES && m != HINTS {
+/// At exit (or dlclose; lifecycle.rs): the pending ENODATA run, and
+/// `still-attached`.
+pub fn at_unload() {
+    let m = MODE.peek();
+    if m != Some(LINES) && m != Some(HINTS) {
         return;
     }
-    let saved = errno();
+    let _errno = ErrnoGuard::save();
     let pid = std::process::id();
     collapse::flush(pid);
-    if m == HINTS {
+    if m == Some(HINTS) {
         hints::at_exit(pid);
     }
-    set_errno(saved);
 }
 
 fn now_ns() -> u64 {
@@ -193,10 +139,9 @@ pub unsafe fn mcast(c: &McastCall, call: McastFn) -> c_int {
     // SAFETY: forwarded from our caller.
     let rc = unsafe { call(c) };
     let us = now_ns().wrapping_sub(t0) / 1000;
-    let saved = errno();
+    let _errno = ErrnoGuard::save();
     // SAFETY: forwarded from our caller.
     unsafe { after_mcast(m, c, rc, us) };
-    set_errno(saved);
     rc
 }
 
@@ -323,7 +268,7 @@ pub unsafe fn query_gid(q: GidQuery, call: GidFn) -> c_int {
     if m == OFF {
         return rc;
     }
-    let saved = errno();
+    let _errno = ErrnoGuard::save();
     let pid = std::process::id();
     // SAFETY: NULL or a live context.
     let dev = unsafe { device(ctx) };
@@ -367,7 +312,6 @@ pub unsafe fn query_gid(q: GidQuery, call: GidFn) -> c_int {
         }
         sink::emit(l.finish());
     }
-    set_errno(saved);
     rc
 }
 

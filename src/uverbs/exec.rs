@@ -107,10 +107,8 @@ unsafe fn syscall3(nr: libc::c_long, a: usize, b: usize, c: usize) -> isize {
 /// As the syscall `nr` with these arguments.
 #[cfg(not(target_arch = "x86_64"))]
 unsafe fn syscall3(nr: libc::c_long, a: usize, b: usize, c: usize) -> isize {
-    let saved = crate::error::errno();
+    let _errno = crate::error::ErrnoGuard::save();
     // SAFETY: forwarded from the caller.
     let rc = unsafe { libc::syscall(nr, a, b, c) };
-    let out = if rc < 0 { -(crate::error::errno() as isize) } else { rc as isize };
-    crate::error::set_errno(saved);
-    out
+    if rc < 0 { -(crate::error::errno() as isize) } else { rc as isize }
 }

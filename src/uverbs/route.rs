@@ -37,10 +37,9 @@
 use super::exec;
 use super::ioctl;
 use super::table;
-use crate::error::{Error, Result, errno, set_errno};
+use crate::error::{ErrnoGuard, Error, Result, set_errno};
 use core::ffi::c_int;
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
-use std::sync::Once;
 
 /// Which kernel entry points one context may use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,50 +106,14 @@ pub fn no_fast_write() {
     table::update_all(|v| v & !FAST_FD_BITS);
 }
 
-/// pthread_atfork child handler: the child's credentials are a new object,
-/// so its write()s would meet the kernel's `ib_safe_file_access` (EACCES,
-/// and one kernel log line): switch it to INVOKE_WRITE before its first call.
-/// Also `RSVERBS_MCAST_IPJOIN`'s child part: forget the parent's counts and
-/// close the inherited sockets (ipjoin/mod.rs).
-extern "C" fn after_fork_in_child() {
-    no_fast_write();
-    crate::ipjoin::after_fork_in_child();
-}
+/// Set once the library's atfork child handler is registered
+/// (lifecycle.rs): only then may a context take the write() fast path,
+/// which a forked child must give up ([`no_fast_write`]).
+static FORKS_WATCHED: AtomicBool = AtomicBool::new(false);
 
-unsafe extern "C" {
-    /// glibc's registration behind `pthread_atfork` (the libc_nonshared.a
-    /// wrapper passes the caller's `__dso_handle`, so that dlclose() drops
-    /// the handlers of the closed object). Exported since glibc 2.3.2.
-    fn __register_atfork(
-        prepare: Option<extern "C" fn()>,
-        parent: Option<extern "C" fn()>,
-        child: Option<extern "C" fn()>,
-        dso_handle: *const core::ffi::c_void,
-    ) -> core::ffi::c_int;
-    /// This object's handle, defined by the linker's crtbegin.
-    static __dso_handle: u8;
-}
-
-/// Registered when the library is loaded, so that a child forked before any
-/// verb call (a parent that opens the device, forks, and lets the child
-/// attach) is covered too.
-#[used]
-#[unsafe(link_section = ".init_array")]
-static WATCH_FORKS_AT_LOAD: extern "C" fn() = {
-    extern "C" fn at_load() {
-        watch_forks();
-    }
-    at_load
-};
-
-/// Registers [`after_fork_in_child`] once per process, tied to this object.
-fn watch_forks() {
-    static ONCE: Once = Once::new();
-    // SAFETY: registering a handler that only touches atomics, with this
-    // object's own handle (what pthread_atfork would pass).
-    ONCE.call_once(|| unsafe {
-        __register_atfork(None, None, Some(after_fork_in_child), &raw const __dso_handle as *const _);
-    });
+/// Called by the library's constructor once its atfork handler is in place.
+pub fn forks_watched() {
+    FORKS_WATCHED.store(true, Relaxed);
 }
 
 /// The cached route, if any (no syscall, no lock).
@@ -204,7 +167,8 @@ fn probe(fd: c_int, driver_id: u32) -> core::result::Result<(), c_int> {
 #[cold]
 #[inline(never)]
 fn discover(key: Key) -> Result<Route> {
-    let saved = errno();
+    // An error goes back as Error::sys: the C boundary sets errno to it.
+    let _errno = ErrnoGuard::save();
     let hint = LAST_DRIVER_ID.load(Relaxed);
     let mut found = None;
     for id in core::iter::once(hint).chain((0..MAX_DRIVER_ID).filter(|&i| i != hint)) {
@@ -246,15 +210,14 @@ fn discover(key: Key) -> Result<Route> {
     } else {
         route
     };
-    set_errno(saved);
     Ok(route)
 }
 
 /// The fast-path fd field for `fd`: `fd + 1` when this process may write()
 /// attach/detach to it, else 0.
 fn fast_fd(fd: c_int) -> u16 {
-    watch_forks();
-    let ok = !NO_FAST_WRITE.load(Relaxed) && (0..0x7ffe).contains(&fd) && is_uverbs_chardev(fd);
+    let ok = FORKS_WATCHED.load(Relaxed)
+        && !NO_FAST_WRITE.load(Relaxed) && (0..0x7ffe).contains(&fd) && is_uverbs_chardev(fd);
     if ok { (fd + 1) as u16 } else { 0 }
 }
 
@@ -287,6 +250,7 @@ fn has_ioctl_write(fd: c_int, driver_id: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::errno;
 
     #[test]
     fn pack_roundtrip() {
