@@ -118,3 +118,63 @@ const _: () = {
     assert!(offset_of!(ibv_gid_entry, gid_type) == 24);
     assert!(offset_of!(ibv_gid_entry, ndev_ifindex) == 28);
 };
+
+// The words for what the mirrors hold, for the trace and the command.
+
+/// `enum ibv_qp_type` (verbs.h).
+pub fn qp_type(t: i32) -> &'static str {
+    match t {
+        2 => "RC",
+        3 => "UC",
+        4 => "UD",
+        8 => "RAW_PACKET",
+        9 => "XRC_SEND",
+        10 => "XRC_RECV",
+        0xff => "DRIVER",
+        _ => "?",
+    }
+}
+
+/// `enum ibv_gid_type` (verbs.h).
+pub fn gid_type(t: u32) -> &'static str {
+    match t {
+        0 => "IB",
+        1 => "RoCEv1",
+        2 => "RoCEv2",
+        _ => "?",
+    }
+}
+
+/// A C string field (`char name[64]`) up to its NUL, lossy UTF-8.
+pub fn c_field(bytes: &[core::ffi::c_char]) -> &str {
+    // SAFETY: c_char and u8 have the same size and alignment.
+    let b = unsafe { core::slice::from_raw_parts(bytes.as_ptr().cast::<u8>(), bytes.len()) };
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    core::str::from_utf8(&b[..end]).unwrap_or("?")
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c_fields_stop_at_the_nul_whatever_the_sign_of_char() {
+        // c_char is i8 on x86_64 and u8 on aarch64, ppc64el and s390x.
+        let mut name = [0 as c_char; IBV_SYSFS_NAME_MAX];
+        for (n, b) in name.iter_mut().zip("rxe\u{e9}0".bytes()) {
+            *n = b as c_char;
+        }
+        assert_eq!(c_field(&name), "rxe\u{e9}0");
+        let full = [b'x' as c_char; 4];
+        assert_eq!(c_field(&full), "xxxx");
+        let bad = [0xff_u8 as c_char, 0];
+        assert_eq!(c_field(&bad), "?");
+    }
+
+    #[test]
+    fn type_names() {
+        assert_eq!((qp_type(4), qp_type(2), qp_type(77)), ("UD", "RC", "?"));
+        assert_eq!((gid_type(0), gid_type(2), gid_type(9)), ("IB", "RoCEv2", "?"));
+    }
+}

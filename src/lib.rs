@@ -39,6 +39,7 @@ mod ipjoin;
 mod lifecycle;
 pub mod mcast;
 mod memcheck;
+pub mod mgid;
 mod port;
 pub mod rdma_core;
 pub mod registry;

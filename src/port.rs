@@ -6,7 +6,7 @@
 //! caller saves and restores `errno`.
 
 use crate::abi::{ibv_device, ibv_gid_entry};
-use crate::trace::format::c_field;
+use crate::abi::c_field;
 use crate::uverbs::{self, route, route::Key};
 use core::mem::size_of;
 

@@ -13,8 +13,7 @@
 
 use crate::registry::QpKey;
 
-/// A group as the kernel's MGID: v4-mapped or IPv6.
-pub type Mgid = [u8; 16];
+use crate::mgid::Mgid;
 
 struct Member {
     qp: QpKey,
@@ -133,7 +132,7 @@ mod tests {
         m[11] = 0xff;
         m[12] = 239;
         m[15] = last;
-        m
+        Mgid(m)
     }
 
     #[test]

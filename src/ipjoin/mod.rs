@@ -28,7 +28,8 @@ mod sock;
 use crate::abi::ibv_qp;
 use crate::mcast::McastCall;
 use crate::registry::QpKey;
-use crate::trace::format::{Mgid, Res};
+use crate::mgid::Mgid;
+use crate::trace::format::Res;
 use crate::uverbs::route::Key;
 use core::cell::UnsafeCell;
 use crate::env::{FIRST_STATE, Switch};
@@ -114,8 +115,8 @@ pub unsafe fn after_mcast(c: &McastCall, rc: c_int) {
         return;
     }
     // SAFETY: gid points at 16 readable bytes; every pattern is valid.
-    let mgid = unsafe { (*gid).raw };
-    if !sock::is_ip_group(&mgid) {
+    let mgid = Mgid(unsafe { (*gid).raw });
+    if !mgid.is_multicast() {
         return;
     }
     // SAFETY: qp is a live QP (the verb succeeded on it).
@@ -167,15 +168,15 @@ unsafe fn netdevs(q: &ibv_qp) -> Vec<u32> {
 
 /// A trace line (with `RSVERBS_TRACE` on): `ipjoin join|leave
 /// netdev=NAME ifindex=N mgid=… result=R`.
-fn note(what: &str, ifindex: u32, mgid: &counts::Mgid, rc: c_int) {
+fn note(what: &str, ifindex: u32, mgid: &Mgid, rc: c_int) {
     if !crate::trace::registry_on() {
         return;
     }
     let mut name = [0 as c_char; libc::IF_NAMESIZE];
     // SAFETY: name has IF_NAMESIZE bytes, as if_indextoname requires.
     let n = unsafe { libc::if_indextoname(ifindex, name.as_mut_ptr()) };
-    let name = if n.is_null() { "?" } else { crate::trace::format::c_field(&name) };
-    crate::trace::note(format_args!("ipjoin {what} netdev={name} ifindex={ifindex} {} result={}", Mgid(mgid), Res(rc)));
+    let name = if n.is_null() { "?" } else { crate::abi::c_field(&name) };
+    crate::trace::note(format_args!("ipjoin {what} netdev={name} ifindex={ifindex} {} result={}", mgid, Res(rc)));
 }
 
 #[cfg(test)]

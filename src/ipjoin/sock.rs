@@ -11,7 +11,7 @@
 //! a join that meets ENOBUFS moves on to the next socket. Every call is
 //! made under the caller's lock ([`super`]).
 
-use super::counts::Mgid;
+use crate::mgid::Mgid;
 use core::ffi::c_int;
 use core::sync::atomic::{AtomicI32, Ordering::Relaxed};
 
@@ -21,22 +21,9 @@ const POOL: usize = 64;
 static V4: [AtomicI32; POOL] = [const { AtomicI32::new(-1) }; POOL];
 static V6: [AtomicI32; POOL] = [const { AtomicI32::new(-1) }; POOL];
 
-/// The IPv4 group of a v4-mapped multicast MGID (`::ffff:224.0.0.0/4`).
-pub fn v4_group(mgid: &Mgid) -> Option<[u8; 4]> {
-    let mapped = mgid[..10] == [0; 10] && mgid[10..12] == [0xff, 0xff];
-    (mapped && mgid[12] & 0xf0 == 0xe0).then(|| [mgid[12], mgid[13], mgid[14], mgid[15]])
-}
-
-/// Whether the IP layer can join `mgid`: v4-mapped multicast, or IPv6
-/// multicast (`ff00::/8`). The two halves of kernel ib_addr.h
-/// `rdma_is_multicast_addr`.
-pub fn is_ip_group(mgid: &Mgid) -> bool {
-    v4_group(mgid).is_some() || mgid[0] == 0xff
-}
-
 /// Joins `mgid` on `ifindex`; returns the socket that holds it, or errno.
 pub fn join(ifindex: u32, mgid: &Mgid) -> Result<c_int, c_int> {
-    let (pool, family) = match v4_group(mgid) {
+    let (pool, family) = match mgid.v4_group() {
         Some(_) => (&V4, libc::AF_INET),
         None => (&V6, libc::AF_INET6),
     };
@@ -73,10 +60,11 @@ pub fn leave(fd: c_int, ifindex: u32, mgid: &Mgid) -> Result<(), c_int> {
 /// (ifindex set, address 0), or `IPV6_ADD_MEMBERSHIP`/`IPV6_DROP_MEMBERSHIP`
 /// (alias `IPV6_JOIN_GROUP`/`IPV6_LEAVE_GROUP`) with a `struct ipv6_mreq`.
 fn membership(fd: c_int, add: bool, ifindex: u32, mgid: &Mgid) -> Result<(), c_int> {
-    let rc = match v4_group(mgid) {
+    let rc = match mgid.v4_group() {
         Some(v4) => {
             let m = libc::ip_mreqn {
-                imr_multiaddr: libc::in_addr { s_addr: u32::from_ne_bytes(v4) },
+                // s_addr is in network order: the address's bytes as they are.
+                imr_multiaddr: libc::in_addr { s_addr: u32::from_ne_bytes(v4.octets()) },
                 imr_address: libc::in_addr { s_addr: 0 },
                 imr_ifindex: ifindex as c_int,
             };
@@ -85,7 +73,7 @@ fn membership(fd: c_int, add: bool, ifindex: u32, mgid: &Mgid) -> Result<(), c_i
             unsafe { libc::setsockopt(fd, libc::IPPROTO_IP, opt, (&m as *const libc::ip_mreqn).cast(), size_of_val(&m) as u32) }
         }
         None => {
-            let m = libc::ipv6_mreq { ipv6mr_multiaddr: libc::in6_addr { s6_addr: *mgid }, ipv6mr_interface: ifindex };
+            let m = libc::ipv6_mreq { ipv6mr_multiaddr: libc::in6_addr { s6_addr: mgid.0 }, ipv6mr_interface: ifindex };
             let opt = if add { libc::IPV6_ADD_MEMBERSHIP } else { libc::IPV6_DROP_MEMBERSHIP };
             // SAFETY: m is a valid ipv6_mreq of the length passed.
             unsafe { libc::setsockopt(fd, libc::IPPROTO_IPV6, opt, (&m as *const libc::ipv6_mreq).cast(), size_of_val(&m) as u32) }
@@ -120,19 +108,7 @@ mod tests {
         m[10] = 0xff;
         m[11] = 0xff;
         m[12..].copy_from_slice(&a);
-        m
-    }
-
-    #[test]
-    fn which_mgids_are_ip_groups() {
-        assert_eq!(v4_group(&mapped([239, 1, 2, 3])), Some([239, 1, 2, 3]));
-        assert_eq!(v4_group(&mapped([224, 0, 0, 1])), Some([224, 0, 0, 1]));
-        assert_eq!(v4_group(&mapped([192, 0, 2, 1])), None);
-        assert!(!is_ip_group(&mapped([192, 0, 2, 1])));
-        let v6: Mgid = "ff0e::1:2".parse::<core::net::Ipv6Addr>().expect("address").octets();
-        assert!(is_ip_group(&v6) && v4_group(&v6).is_none());
-        let unicast: Mgid = "fe80::1".parse::<core::net::Ipv6Addr>().expect("address").octets();
-        assert!(!is_ip_group(&unicast));
+        Mgid(m)
     }
 
     /// A real join and leave on the loopback netdev, through the pool (the

@@ -48,7 +48,7 @@ pub fn rows(dev: &str, p: &Port) -> Vec<String> {
             Slot::Gid(g) => {
                 let nd = net::name(g.ifindex);
                 let state = nd.as_deref().map_or("-".to_string(), net::operstate);
-                let v4 = v4_mapped(&g.raw).map_or("-".to_string(), |a| core::net::Ipv4Addr::from(a).to_string());
+                let v4 = v4_mapped(&g.raw).map_or("-".to_string(), |a| a.to_string());
                 let mut marks = Vec::new();
                 if p.rdma_cm.contains(&g.index) {
                     marks.push("rdma_cm");

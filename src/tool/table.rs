@@ -105,10 +105,8 @@ pub fn gid_text(raw: &[u8; 16]) -> String {
     g.join(":")
 }
 
-/// The IPv4 address of a v4-mapped GID (::ffff:a.b.c.d).
-pub fn v4_mapped(raw: &[u8; 16]) -> Option<[u8; 4]> {
-    (raw[..10] == [0; 10] && raw[10] == 0xff && raw[11] == 0xff).then(|| [raw[12], raw[13], raw[14], raw[15]])
-}
+/// The IPv4 address of a v4-mapped GID (::ffff:a.b.c.d): the library's.
+pub use rsverbs::mgid::v4_mapped;
 
 #[cfg(test)]
 mod tests {
@@ -121,7 +119,7 @@ mod tests {
         raw[11] = 0xff;
         raw[12..].copy_from_slice(&[192, 0, 2, 1]);
         assert_eq!(gid_text(&raw), "0000:0000:0000:0000:0000:ffff:c000:0201");
-        assert_eq!(v4_mapped(&raw), Some([192, 0, 2, 1]));
+        assert_eq!(v4_mapped(&raw), Some(core::net::Ipv4Addr::new(192, 0, 2, 1)));
         raw[0] = 0xfe;
         assert_eq!(v4_mapped(&raw), None);
     }

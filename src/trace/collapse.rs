@@ -57,7 +57,7 @@ fn with<R>(f: impl FnOnce(&mut Option<Run>) -> R) -> Option<R> {
 /// The line of a run (or of one uncollapsed ENODATA answer).
 pub fn line(key: &RunKey, first: u32, last: u32, count: u64) -> Line {
     let mut l = Line::new(key.pid);
-    let dev = crate::trace::format::c_field(
+    let dev = crate::abi::c_field(
         // SAFETY: u8 and c_char have the same layout.
         unsafe { &*(&key.dev as *const [u8; 64] as *const [core::ffi::c_char; 64]) },
     );

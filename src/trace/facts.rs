@@ -43,7 +43,7 @@ pub fn mcast_limits(key: Key) -> Option<(u32, u32, u32)> {
 /// __be32), else `/proc/net/igmp6` (mcast.c `igmp6_mc_seq_show`: index,
 /// device, the address as 32 hex digits). None when neither can be read.
 pub fn ip_joined(netdev: &str, mgid: &[u8; 16]) -> Option<bool> {
-    match crate::trace::format::v4_mapped(mgid) {
+    match crate::mgid::v4_mapped(mgid) {
         Some(v4) => Some(igmp_has(&std::fs::read_to_string("/proc/net/igmp").ok()?, netdev, v4.octets())),
         None => Some(igmp6_has(&std::fs::read_to_string("/proc/net/igmp6").ok()?, netdev, mgid)),
     }

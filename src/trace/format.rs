@@ -1,8 +1,8 @@
-//! The words of a trace line: errno names, MGIDs and their scope, QP and
-//! GID types, and [`Line`], a fixed buffer that one `write()` sends.
+//! The words of a trace line: errno names, and [`Line`], a fixed buffer
+//! that one `write()` sends. MGIDs are in [`crate::mgid`]; QP and GID
+//! type names and C string fields in [`crate::abi`].
 
 use core::fmt::{self, Write};
-use core::net::{Ipv4Addr, Ipv6Addr};
 
 /// One line, built on the stack (no allocation) and cut at its capacity:
 /// a line is written with one `write()`, atomic below PIPE_BUF (4096).
@@ -77,100 +77,9 @@ impl fmt::Display for Res {
     }
 }
 
-/// The IPv4 address of a v4-mapped GID (`::ffff:a.b.c.d`).
-pub fn v4_mapped(gid: &[u8; 16]) -> Option<Ipv4Addr> {
-    (gid[..10] == [0; 10] && gid[10..12] == [0xff, 0xff]).then(|| Ipv4Addr::new(gid[12], gid[13], gid[14], gid[15]))
-}
-
-/// kernel include/rdma/ib_addr.h `rdma_is_multicast_addr`: `ff00::/8`, or
-/// v4-mapped `224.0.0.0/4`.
-pub fn is_multicast(gid: &[u8; 16]) -> bool {
-    match v4_mapped(gid) {
-        Some(v4) => v4.is_multicast(),
-        None => gid[0] == 0xff,
-    }
-}
-
-/// The MGID's scope: RFC 4291 §2.7 for `ff00::/8` (the low nibble of byte
-/// 1); RFC 5771/2365 for IPv4 (224.0.0.0/24 link-local, 239/8
-/// administratively scoped); `unicast` for anything else.
-pub fn scope(gid: &[u8; 16]) -> &'static str {
-    if let Some(v4) = v4_mapped(gid) {
-        let o = v4.octets();
-        return match o[0] {
-            224 if o[1] == 0 && o[2] == 0 => "link-local",
-            239 => "admin-local",
-            224..=239 => "global",
-            _ => "unicast",
-        };
-    }
-    if gid[0] != 0xff {
-        return "unicast";
-    }
-    match gid[1] & 0xf {
-        1 => "interface-local",
-        2 => "link-local",
-        3 => "realm-local",
-        4 => "admin-local",
-        5 => "site-local",
-        8 => "organization-local",
-        0xe => "global",
-        _ => "reserved",
-    }
-}
-
-/// `mgid=<IPv6> [ipv4=<a.b.c.d>] scope=<scope>`.
-pub struct Mgid<'a>(pub &'a [u8; 16]);
-
-impl fmt::Display for Mgid<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "mgid={}", Ipv6Addr::from(*self.0))?;
-        if let Some(v4) = v4_mapped(self.0) {
-            write!(f, " ipv4={v4}")?;
-        }
-        write!(f, " scope={}", scope(self.0))
-    }
-}
-
-/// `enum ibv_qp_type` (verbs.h).
-pub fn qp_type(t: i32) -> &'static str {
-    match t {
-        2 => "RC",
-        3 => "UC",
-        4 => "UD",
-        8 => "RAW_PACKET",
-        9 => "XRC_SEND",
-        10 => "XRC_RECV",
-        0xff => "DRIVER",
-        _ => "?",
-    }
-}
-
-/// `enum ibv_gid_type` (verbs.h).
-pub fn gid_type(t: u32) -> &'static str {
-    match t {
-        0 => "IB",
-        1 => "RoCEv1",
-        2 => "RoCEv2",
-        _ => "?",
-    }
-}
-
-/// A C string field (`char name[64]`) up to its NUL, lossy UTF-8.
-pub fn c_field(bytes: &[core::ffi::c_char]) -> &str {
-    // SAFETY: c_char and u8 have the same size and alignment.
-    let b = unsafe { core::slice::from_raw_parts(bytes.as_ptr().cast::<u8>(), bytes.len()) };
-    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-    core::str::from_utf8(&b[..end]).unwrap_or("?")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn gid(s: &str) -> [u8; 16] {
-        s.parse::<Ipv6Addr>().expect("test address").octets()
-    }
 
     #[test]
     fn errno_names() {
@@ -180,18 +89,6 @@ mod tests {
         assert_eq!(Res(95).to_string(), "EOPNOTSUPP(95)");
         assert_eq!(Res(12).to_string(), "ENOMEM(12)");
         assert_eq!(Res(9999).to_string(), "E?(9999)");
-    }
-
-    #[test]
-    fn mgids_and_scopes() {
-        assert_eq!(Mgid(&gid("::ffff:239.1.1.1")).to_string(), "mgid=::ffff:239.1.1.1 ipv4=239.1.1.1 scope=admin-local");
-        assert_eq!(Mgid(&gid("ff0e::1")).to_string(), "mgid=ff0e::1 scope=global");
-        assert_eq!(scope(&gid("ff02::1")), "link-local");
-        assert_eq!(scope(&gid("::ffff:224.0.0.251")), "link-local");
-        assert_eq!(scope(&gid("::ffff:225.1.2.3")), "global");
-        assert_eq!(scope(&gid("::ffff:192.168.3.146")), "unicast");
-        assert!(is_multicast(&gid("ff05::2")) && is_multicast(&gid("::ffff:224.0.0.1")));
-        assert!(!is_multicast(&gid("::ffff:192.168.3.146")) && !is_multicast(&gid("fe80::1")) && !is_multicast(&gid("::")));
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! stable; docs/trace.md shows each with an example.
 
 use super::facts;
-use super::format::{Line, Res, is_multicast, qp_type, v4_mapped};
-use crate::abi::ibv_device;
+use super::format::{Line, Res};
+use crate::abi::{ibv_device, qp_type};
+use crate::mgid::Mgid;
 use crate::registry::{self, QpKey};
 use crate::uverbs::route::Key;
 use core::fmt::Write;
@@ -29,18 +30,6 @@ pub struct Call<'a> {
     pub rc: i32,
 }
 
-/// A group as users write it: `239.1.1.1` for a v4-mapped MGID, else IPv6.
-struct Group<'a>(&'a [u8; 16]);
-
-impl core::fmt::Display for Group<'_> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match v4_mapped(self.0) {
-            Some(v4) => write!(f, "{v4}"),
-            None => write!(f, "{}", Ipv6Addr::from(*self.0)),
-        }
-    }
-}
-
 fn hint(pid: u32, id: &str, body: impl FnOnce(&mut Line)) {
     let mut l = Line::new(pid);
     let _ = write!(l, "hint[{id}]: ");
@@ -51,8 +40,8 @@ fn hint(pid: u32, id: &str, body: impl FnOnce(&mut Line)) {
 /// The hints of one attach or detach. `before`: the LIDs the registry had
 /// for this QP and MGID before the call.
 pub fn after_mcast(c: &Call<'_>, before: &[u16]) {
-    let g = Group(&c.gid);
-    if c.rc == libc::EINVAL && !is_multicast(&c.gid) {
+    let g = Mgid(c.gid).group();
+    if c.rc == libc::EINVAL && !Mgid(c.gid).is_multicast() {
         hint(c.pid, "not-multicast", |l| {
             let _ = write!(
                 l,
@@ -130,7 +119,7 @@ fn limit(c: &Call<'_>) {
     registry::each(|a| groups += usize::from(a.qp == c.qp));
     let limits = facts::mcast_limits(c.route);
     hint(c.pid, "limit", |l| {
-        let _ = write!(l, "ENOMEM(12) attaching {} to QP {:#x} on {}: a multicast limit of the device is reached", Group(&c.gid), c.qpn, c.dev_name);
+        let _ = write!(l, "ENOMEM(12) attaching {} to QP {:#x} on {}: a multicast limit of the device is reached", Mgid(c.gid).group(), c.qpn, c.dev_name);
         match limits {
             Some((grp, qp_attach, total)) => {
                 let _ = write!(
@@ -165,8 +154,8 @@ fn no_ip_join(c: &Call<'_>) {
     if facts::ip_joined(&netdev, &c.gid) != Some(false) {
         return;
     }
-    let g = Group(&c.gid);
-    let v4 = v4_mapped(&c.gid).is_some();
+    let g = Mgid(c.gid).group();
+    let v4 = Mgid(c.gid).v4().is_some();
     hint(c.pid, "no-ip-join", |l| {
         let _ = write!(
             l,
@@ -214,7 +203,7 @@ pub fn at_exit(pid: u32) {
         hint(pid, "still-attached", |l| {
             let _ = write!(l, "at exit, QP {qpn:#x} on {dev} is still attached to {} group(s):", groups.len());
             for (i, (g, lid)) in groups.iter().enumerate().take(8) {
-                let _ = write!(l, "{} {} lid {lid:#06x}", if i == 0 { "" } else { "," }, Group(g));
+                let _ = write!(l, "{} {} lid {lid:#06x}", if i == 0 { "" } else { "," }, Mgid(*g).group());
             }
             if groups.len() > 8 {
                 let _ = write!(l, ", and {} more", groups.len() - 8);

@@ -25,7 +25,9 @@ use crate::registry::{self, Attachment, QpKey};
 use crate::uverbs::route::{self, Key};
 use core::ffi::c_int;
 use core::fmt::Write;
-use format::{Line, Mgid, Res, c_field};
+use crate::abi::c_field;
+use crate::mgid::Mgid;
+use format::{Line, Res};
 
 const OFF: u8 = FIRST_STATE;
 /// `1` or a path: the call lines.
@@ -200,7 +202,7 @@ unsafe fn after_mcast(m: u8, c: &McastCall, rc: c_int, us: u64) {
                     let _ = l.write_str(" port=?");
                 }
             }
-            let _ = write!(l, " qpn={:#x} qp_type={}", q.qp_num, format::qp_type(q.qp_type));
+            let _ = write!(l, " qpn={:#x} qp_type={}", q.qp_num, crate::abi::qp_type(q.qp_type));
         }
     }
     // SAFETY: NULL or 16 readable bytes.
@@ -210,7 +212,7 @@ unsafe fn after_mcast(m: u8, c: &McastCall, rc: c_int, us: u64) {
     });
     match &raw {
         Some(r) => {
-            let _ = write!(l, " {}", Mgid(r));
+            let _ = write!(l, " {}", Mgid(*r));
         }
         None => {
             let _ = l.write_str(" mgid=NULL");
@@ -299,7 +301,7 @@ pub unsafe fn query_gid(q: GidQuery, call: GidFn) -> c_int {
                 let _ = write!(l, " gid={}", core::net::Ipv6Addr::from(raw));
             }
             if let Some(t) = bytes.get(24..28) {
-                let _ = write!(l, " gid_type={}", format::gid_type(u32::from_ne_bytes([t[0], t[1], t[2], t[3]])));
+                let _ = write!(l, " gid_type={}", crate::abi::gid_type(u32::from_ne_bytes([t[0], t[1], t[2], t[3]])));
             }
             if let Some(i) = bytes.get(28..32) {
                 let ifindex = u32::from_ne_bytes([i[0], i[1], i[2], i[3]]);
