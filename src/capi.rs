@@ -109,8 +109,8 @@ pub unsafe extern "C" fn rsverbs_query_gid_ex(
     // The call's arguments travel as one value, through the trace too.
     let query = gid::GidQuery { ctx: context, port_num, gid_index, entry, flags, entry_size };
     if hooks::wanted() {
-        // SAFETY: forwarded; the trace calls query_c with the same query.
-        return unsafe { trace::query_gid(query, query_c) };
+        // SAFETY: forwarded; the hooks call query_c with the same query.
+        return unsafe { hooks::query_gid(query, query_c) };
     }
     // SAFETY: the caller's contract.
     unsafe { query_c(&query) }

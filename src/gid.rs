@@ -128,17 +128,14 @@ fn fallback(q: &GidQuery, key: Key) -> Result<()> {
 /// `entries` is too small (the caller then reads entry by entry with
 /// [`query_gid_ex`]).
 ///
-/// # Safety
-/// `ctx` must be a valid rdma-core context.
-pub unsafe fn query_gid_table(ctx: *mut ibv_context, entries: &mut [ibv_gid_entry]) -> Result<usize> {
+/// `key` is the context's (its address and `cmd_fd`).
+pub fn query_gid_table(key: Key, entries: &mut [ibv_gid_entry]) -> Result<usize> {
     let esz = size_of::<ibv_gid_entry>();
     // The attribute's length is a u16 (cmd_ioctl.c `fill_attr_out`).
     let n = entries.len().min(usize::from(u16::MAX) / esz);
     if n == 0 {
         return Err(Error::sys(libc::EINVAL));
     }
-    // SAFETY: ctx is valid; cmd_fd is a public frozen field.
-    let key = Key { ctx: ctx as usize, fd: unsafe { (*ctx).cmd_fd } };
     let route = route::get(key)?;
     let mut num: u64 = 0;
     let addr = entries.as_mut_ptr() as u64;

@@ -4,8 +4,10 @@
 //! read (a call before the constructor reads them itself), cleared for good
 //! when both are off. The features' own code is out of line.
 
-use crate::error::{errno, set_errno};
+use crate::error::ErrnoGuard;
+use crate::gid::GidQuery;
 use crate::mcast::McastCall;
+use crate::view::{Context, McastView, QueryView};
 use crate::{ipjoin, trace};
 use core::ffi::c_int;
 use core::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -34,23 +36,74 @@ pub fn settle() {
     }
 }
 
-/// Attach or detach `c` through `call`: traced when tracing is on,
-/// then the IP-level join or leave when `RSVERBS_MCAST_IPJOIN` is on. The
-/// result and `errno` are `call`'s.
+/// The C body of attach/detach: check → call → map.
+pub type McastFn = unsafe fn(&McastCall) -> c_int;
+/// The C body of `_ibv_query_gid_ex`.
+pub type GidFn = unsafe fn(&GidQuery) -> c_int;
+
+/// Attach or detach `c` through `call`, then, with the features on, the
+/// trace's line and hints and the IP-level join or leave, each given the
+/// call's objects as a [`McastView`]. The result and `errno` are `call`'s.
 ///
 /// # Safety
 /// As the exports': non-NULL pointers point at live rdma-core objects.
 #[cold]
 #[inline(never)]
-pub unsafe fn mcast(c: McastCall, call: trace::McastFn) -> c_int {
+pub unsafe fn mcast(c: McastCall, call: McastFn) -> c_int {
     settle();
-    // SAFETY: forwarded from our caller; the trace calls `call` when off.
-    let rc = unsafe { trace::mcast(&c, call) };
-    if ipjoin::on() {
-        let saved = errno();
-        // SAFETY: forwarded from our caller.
-        unsafe { ipjoin::after_mcast(&c, rc) };
-        set_errno(saved);
+    let (traced, joins) = (trace::on(), ipjoin::on());
+    let t0 = if traced { trace::now_us() } else { 0 };
+    // SAFETY: forwarded from our caller.
+    let rc = unsafe { call(&c) };
+    if !traced && !joins {
+        return rc;
     }
+    let us = if traced { trace::now_us().wrapping_sub(t0) } else { 0 };
+    let _errno = ErrnoGuard::save();
+    // SAFETY: the exports' contract: NULL or live objects (the verb has
+    // just run on them and does not free them).
+    let view = unsafe { McastView::of(c.attach(), c.qp, c.gid, c.lid) };
+    if traced {
+        trace::after_mcast(&view, rc, us, joins);
+    }
+    if joins {
+        ipjoin::after_mcast(&view, rc);
+    }
+    rc
+}
+
+/// `_ibv_query_gid_ex` through `call`, then, with tracing on, its line.
+///
+/// # Safety
+/// As the export's: `q.ctx` NULL or a live context; `q.entry` NULL or
+/// writable (hence readable) for `q.entry_size` bytes.
+#[cold]
+#[inline(never)]
+pub unsafe fn query_gid(q: GidQuery, call: GidFn) -> c_int {
+    settle();
+    // SAFETY: forwarded from our caller.
+    let rc = unsafe { call(&q) };
+    if !trace::on() {
+        return rc;
+    }
+    let _errno = ErrnoGuard::save();
+    let entry = (rc == 0 && !q.entry.is_null()).then(|| {
+        let len = q.entry_size.min(32);
+        let mut buf = [0u8; 32];
+        // SAFETY: the call succeeded, so entry is writable (hence readable)
+        // for entry_size bytes; only that many are read.
+        buf[..len].copy_from_slice(unsafe { core::slice::from_raw_parts(q.entry.cast::<u8>(), len) });
+        (buf, len)
+    });
+    let view = QueryView {
+        // SAFETY: NULL or a live context.
+        ctx: unsafe { Context::of(q.ctx) },
+        port: q.port_num,
+        index: q.gid_index,
+        flags: q.flags,
+        entry_size: q.entry_size,
+        entry,
+    };
+    trace::after_query(&view, rc);
     rc
 }

@@ -46,3 +46,4 @@ pub mod registry;
 pub mod sysfs;
 pub mod trace;
 pub mod uverbs;
+pub mod view;

@@ -5,9 +5,9 @@
 //! `ibv_query_gid_table` would; sysfs where the kernel has no command. The
 //! caller saves and restores `errno`.
 
-use crate::abi::{ibv_device, ibv_gid_entry};
-use crate::abi::c_field;
+use crate::abi::ibv_gid_entry;
 use crate::uverbs::{self, route, route::Key};
+use crate::view::Device;
 use core::mem::size_of;
 
 /// `enum ib_uverbs_write_cmds` (kernel include/uapi/rdma/ib_user_verbs.h).
@@ -31,7 +31,7 @@ const QP_RESP_PORT: usize = 116;
 /// The port a QP is bound to: the kernel's `port_num` (QUERY_QP), which
 /// is set from INIT on (kernel uverbs_cmd.c `ib_uverbs_query_qp`); for a
 /// QP still in RESET (port 0) the device's only port when it has one.
-pub fn qp_port(key: Key, handle: u32, dev: &ibv_device) -> Option<u32> {
+pub fn qp_port(key: Key, handle: u32, dev: &Device) -> Option<u32> {
     if key.fd >= 0 {
         let mut resp = [0u8; QP_RESP_LEN];
         let addr = resp.as_mut_ptr() as u64;
@@ -46,34 +46,34 @@ pub fn qp_port(key: Key, handle: u32, dev: &ibv_device) -> Option<u32> {
 }
 
 /// The device's port when `ports/` lists exactly one.
-fn only_port(dev: &ibv_device) -> Option<u32> {
-    let dir = std::fs::read_dir(format!("{}/ports", c_field(&dev.ibdev_path))).ok()?;
+fn only_port(dev: &Device) -> Option<u32> {
+    let dir = std::fs::read_dir(format!("{}/ports", dev.sysfs())).ok()?;
     let ports: Vec<u32> = dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect();
     (ports.len() == 1).then(|| ports[0])
 }
 
 /// A sysfs attribute below the device, trimmed.
-fn attr(dev: &ibv_device, rel: &str) -> Option<String> {
-    let s = std::fs::read_to_string(format!("{}/{rel}", c_field(&dev.ibdev_path))).ok()?;
+fn attr(dev: &Device, rel: &str) -> Option<String> {
+    let s = std::fs::read_to_string(format!("{}/{rel}", dev.sysfs())).ok()?;
     let t = s.trim();
     (!t.is_empty()).then(|| t.to_owned())
 }
 
 /// `ports/N/link_layer` is `Ethernet` (RoCE, iWARP) or `InfiniBand`
 /// (kernel sysfs.c `show_port_link_layer`).
-pub fn is_ethernet(dev: &ibv_device, port: u32) -> bool {
+pub fn is_ethernet(dev: &Device, port: u32) -> bool {
     attr(dev, &format!("ports/{port}/link_layer")).is_some_and(|l| l == "Ethernet")
 }
 
 /// The netdev of GID `index` (kernel sysfs.c `print_ndev`: empty entries
 /// and IB ports have none).
-pub fn gid_netdev(dev: &ibv_device, port: u32, index: u32) -> Option<String> {
+pub fn gid_netdev(dev: &Device, port: u32, index: u32) -> Option<String> {
     attr(dev, &format!("ports/{port}/gid_attrs/ndevs/{index}"))
 }
 
 /// The netdev of the port's GIDs: that of the first populated entry (a
 /// RoCE port's default GIDs come first, kernel roce_gid_mgmt.c).
-pub fn port_netdev(dev: &ibv_device, port: u32) -> Option<String> {
+pub fn port_netdev(dev: &Device, port: u32) -> Option<String> {
     (0..16).find_map(|i| gid_netdev(dev, port, i))
 }
 
@@ -88,7 +88,7 @@ const TABLE_MAX: usize = u16::MAX as usize / size_of::<ibv_gid_entry>();
 /// `rdma_read_gid_attr_ndev_rcu`). QUERY_GID_TABLE (Linux 5.10 on) gives
 /// every valid entry in one call; on older kernels, sysfs: the netdev of the
 /// port's first populated entry, its default GID's (roce_gid_mgmt.c).
-pub fn netdevs(key: Key, dev: &ibv_device, port: u32) -> Vec<u32> {
+pub fn netdevs(key: Key, dev: &Device, port: u32) -> Vec<u32> {
     if let Some(v) = table_netdevs(key, port) {
         return v;
     }
@@ -111,8 +111,7 @@ fn table_netdevs(key: Key, port: u32) -> Option<Vec<u32>> {
     }
     let zero = ibv_gid_entry { gid: crate::abi::ibv_gid { raw: [0; 16] }, gid_index: 0, port_num: 0, gid_type: 0, ndev_ifindex: 0 };
     let mut entries = vec![zero; TABLE_MAX];
-    // SAFETY: key.ctx is the live rdma-core context of the call's QP.
-    let n = unsafe { crate::gid::query_gid_table(key.ctx as *mut crate::abi::ibv_context, &mut entries) }.ok()?;
+    let n = crate::gid::query_gid_table(key, &mut entries).ok()?;
     Some(distinct_netdevs(&entries[..n], port))
 }
 

@@ -48,12 +48,7 @@ static SLOTS: [Slot; CAP] = [const {
     }
 }; CAP];
 
-/// A QP as the kernel knows it: its context and handle.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct QpKey {
-    pub ctx: usize,
-    pub handle: u32,
-}
+pub use crate::view::QpKey;
 
 /// One recorded attachment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

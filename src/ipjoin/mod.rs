@@ -25,12 +25,9 @@
 mod counts;
 mod sock;
 
-use crate::abi::ibv_qp;
-use crate::mcast::McastCall;
-use crate::registry::QpKey;
 use crate::mgid::Mgid;
 use crate::trace::format::Res;
-use crate::uverbs::route::Key;
+use crate::view::{Context, McastView};
 use core::cell::UnsafeCell;
 use crate::env::{FIRST_STATE, Switch};
 use core::ffi::{c_char, c_int};
@@ -101,34 +98,21 @@ pub fn after_fork_in_child() {
     STATE.busy.store(false, Release);
 }
 
-/// After an attach (`attach`) or detach that returned `rc`: join or leave.
-/// The caller saves and restores `errno`.
-///
-/// # Safety
-/// As the exports': non-NULL pointers point at live rdma-core objects.
+/// After an attach or detach that returned `rc`: join or leave. The
+/// caller keeps `errno`.
 #[cold]
 #[inline(never)]
-pub unsafe fn after_mcast(c: &McastCall, rc: c_int) {
-    let McastCall { qp, gid, .. } = *c;
-    let attach = c.attach();
-    if rc != 0 || qp.is_null() || gid.is_null() {
+pub fn after_mcast(v: &McastView, rc: c_int) {
+    let (Some(q), Some(mgid)) = (v.qp, v.mgid) else { return };
+    if rc != 0 || !mgid.is_multicast() {
         return;
     }
-    // SAFETY: gid points at 16 readable bytes; every pattern is valid.
-    let mgid = Mgid(unsafe { (*gid).raw });
-    if !mgid.is_multicast() {
-        return;
-    }
-    // SAFETY: qp is a live QP (the verb succeeded on it).
-    let q = unsafe { &*qp };
-    let key = QpKey { ctx: q.context as usize, handle: q.handle };
-    if attach {
+    let key = q.key;
+    if v.attach {
         if with(|c| c.has(key, &mgid)) {
             return; // a duplicate: one attachment in the kernel
         }
-        // SAFETY: as above; the context is live and non-NULL (the verb
-        // checked it), its device NULL or live.
-        let ifindexes = unsafe { netdevs(q) };
+        let ifindexes = v.ctx.map_or_else(Vec::new, |ctx| netdevs(&ctx, key.handle));
         with(|c| {
             for i in c.attach(key, &mgid, &ifindexes) {
                 match sock::join(i, &mgid) {
@@ -150,18 +134,10 @@ pub unsafe fn after_mcast(c: &McastCall, rc: c_int) {
 }
 
 /// The netdevs of the QP's port (QUERY_QP, then the port's GID table).
-///
-/// # Safety
-/// `q.context` is a live context; its `device` NULL or live.
-unsafe fn netdevs(q: &ibv_qp) -> Vec<u32> {
-    let ctx = q.context;
-    // SAFETY: ctx is live.
-    let (fd, dev) = unsafe { ((*ctx).cmd_fd, (*ctx).device) };
-    // SAFETY: NULL or a live device.
-    let Some(dev) = (unsafe { dev.as_ref() }) else { return Vec::new() };
-    let key = Key { ctx: ctx as usize, fd };
-    match crate::port::qp_port(key, q.handle, dev) {
-        Some(port) => crate::port::netdevs(key, dev, port),
+fn netdevs(ctx: &Context, handle: u32) -> Vec<u32> {
+    let Some(dev) = &ctx.dev else { return Vec::new() };
+    match crate::port::qp_port(ctx.key, handle, dev) {
+        Some(port) => crate::port::netdevs(ctx.key, dev, port),
         None => Vec::new(),
     }
 }

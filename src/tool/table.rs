@@ -42,10 +42,14 @@ pub fn read(dev: &Device, port: u8, len: u32) -> Table {
         return Table { slots, route: BY_TABLE };
     }
     let slots = (0..len).map(|i| read_one(dev, port, i)).collect();
-    // SAFETY: ctx is an open rdma-core context.
-    let fd = unsafe { (*dev.ctx).cmd_fd };
-    let fallback = route::peek(route::Key { ctx: dev.ctx as usize, fd }).is_some_and(|r| r.gid_fallback());
+    let fallback = route::peek(key(dev)).is_some_and(|r| r.gid_fallback());
     Table { slots, route: if fallback { BY_SYSFS } else { BY_ENTRY } }
+}
+
+/// The route key of the device's context.
+fn key(dev: &Device) -> route::Key {
+    // SAFETY: ctx is an open rdma-core context.
+    route::Key { ctx: dev.ctx as usize, fd: unsafe { (*dev.ctx).cmd_fd } }
 }
 
 /// The attribute's u16 length holds at most this many 32-byte entries.
@@ -56,8 +60,7 @@ const TABLE_MAX: usize = u16::MAX as usize / size_of::<ibv_gid_entry>();
 fn read_table(dev: &Device, port: u8, len: u32) -> Option<Vec<Slot>> {
     // SAFETY: all-zero is a valid ibv_gid_entry (integers).
     let mut buf = vec![unsafe { core::mem::zeroed::<ibv_gid_entry>() }; TABLE_MAX];
-    // SAFETY: ctx is an open rdma-core context.
-    let n = unsafe { query_gid_table(dev.ctx, &mut buf) }.ok()?;
+    let n = query_gid_table(key(dev), &mut buf).ok()?;
     let mut slots = vec![Slot::Empty; len as usize];
     for e in &buf[..n] {
         if e.port_num == u32::from(port) && e.gid_index < len {

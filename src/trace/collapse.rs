@@ -57,10 +57,8 @@ fn with<R>(f: impl FnOnce(&mut Option<Run>) -> R) -> Option<R> {
 /// The line of a run (or of one uncollapsed ENODATA answer).
 pub fn line(key: &RunKey, first: u32, last: u32, count: u64) -> Line {
     let mut l = Line::new(key.pid);
-    let dev = crate::abi::c_field(
-        // SAFETY: u8 and c_char have the same layout.
-        unsafe { &*(&key.dev as *const [u8; 64] as *const [core::ffi::c_char; 64]) },
-    );
+    let end = key.dev.iter().position(|&c| c == 0).unwrap_or(key.dev.len());
+    let dev = core::str::from_utf8(&key.dev[..end]).unwrap_or("?");
     let _ = write!(l, "_ibv_query_gid_ex dev={dev} port={} index={first}", key.port);
     if count > 1 {
         let _ = write!(l, "..{last}");

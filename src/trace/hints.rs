@@ -4,10 +4,11 @@
 
 use super::facts;
 use super::format::{Line, Res};
-use crate::abi::{ibv_device, qp_type};
+use crate::abi::qp_type;
 use crate::mgid::Mgid;
-use crate::registry::{self, QpKey};
+use crate::registry;
 use crate::uverbs::route::Key;
+use crate::view::{Device, QpKey};
 use core::fmt::Write;
 use core::net::Ipv6Addr;
 
@@ -18,8 +19,7 @@ const IBV_QPT_UD: i32 = 4;
 pub struct Call<'a> {
     pub pid: u32,
     pub attach: bool,
-    pub dev: &'a ibv_device,
-    pub dev_name: &'a str,
+    pub dev: &'a Device,
     pub port: Option<u32>,
     pub route: Key,
     pub qp: QpKey,
@@ -28,6 +28,8 @@ pub struct Call<'a> {
     pub gid: [u8; 16],
     pub lid: u16,
     pub rc: i32,
+    /// `RSVERBS_MCAST_IPJOIN` joins the group right after this call.
+    pub ipjoin: bool,
 }
 
 fn hint(pid: u32, id: &str, body: impl FnOnce(&mut Line)) {
@@ -61,7 +63,7 @@ pub fn after_mcast(c: &Call<'_>, before: &[u16]) {
                  ib_attach_mcast). Create the QP with qp_type IBV_QPT_UD (rdma_cm: RDMA_PS_UDP).",
                 Res(c.rc),
                 c.qpn,
-                c.dev_name,
+                c.dev.name(),
                 qp_type(c.qp_type)
             );
         });
@@ -75,7 +77,7 @@ pub fn after_mcast(c: &Call<'_>, before: &[u16]) {
                  attachment per (MGID, LID), the driver may keep one per MGID (rxe does). On Linux 6.1 (and 5.10 \
                  to 7.2) detaching both then answers 0 and EINVAL, the QP can never be destroyed (EBUSY) and the \
                  kernel warns at exit. Attach each MGID once, with one LID (0 on RoCE; the SA's MLID on InfiniBand).",
-                c.qpn, c.dev_name, other, c.lid
+                c.qpn, c.dev.name(), other, c.lid
             );
         });
     }
@@ -88,7 +90,7 @@ pub fn after_mcast(c: &Call<'_>, before: &[u16]) {
                  EBUSY. Detach with the LID used to attach. (On Linux 6.1 attaching one MGID with two LIDs and \
                  detaching both leaves the QP undestroyable and makes the kernel warn at exit.)",
                 c.qpn,
-                c.dev_name,
+                c.dev.name(),
                 c.lid,
                 Res(c.rc),
                 other
@@ -119,7 +121,7 @@ fn limit(c: &Call<'_>) {
     registry::each(|a| groups += usize::from(a.qp == c.qp));
     let limits = facts::mcast_limits(c.route);
     hint(c.pid, "limit", |l| {
-        let _ = write!(l, "ENOMEM(12) attaching {} to QP {:#x} on {}: a multicast limit of the device is reached", Mgid(c.gid).group(), c.qpn, c.dev_name);
+        let _ = write!(l, "ENOMEM(12) attaching {} to QP {:#x} on {}: a multicast limit of the device is reached", Mgid(c.gid).group(), c.qpn, c.dev.name());
         match limits {
             Some((grp, qp_attach, total)) => {
                 let _ = write!(
@@ -143,7 +145,7 @@ fn limit(c: &Call<'_>) {
 fn no_ip_join(c: &Call<'_>) {
     // With RSVERBS_MCAST_IPJOIN=1 rsverbs joins right after this line (and
     // traces the join's result, docs/ipjoin.md): no hint.
-    if crate::ipjoin::on() {
+    if c.ipjoin {
         return;
     }
     let Some(port) = c.port else { return };
@@ -164,7 +166,7 @@ fn no_ip_join(c: &Call<'_>) {
              IGMP/MLD-snooping switches and the IP layer drop the group's traffic and nothing arrives. Join it on \
              {netdev}: ",
             c.qpn,
-            c.dev_name,
+            c.dev.name(),
             if v4 { "/proc/net/igmp" } else { "/proc/net/igmp6" }
         );
         if v4 {

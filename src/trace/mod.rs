@@ -16,17 +16,14 @@ pub mod format;
 mod hints;
 mod sink;
 
-use crate::abi::{ibv_context, ibv_device};
+use crate::abi::{gid_type, qp_type};
 use crate::env::{FIRST_STATE, Switch};
 use crate::error::ErrnoGuard;
-use crate::gid::GidQuery;
-use crate::mcast::McastCall;
-use crate::registry::{self, Attachment, QpKey};
-use crate::uverbs::route::{self, Key};
+use crate::registry::{self, Attachment};
+use crate::uverbs::route;
+use crate::view::{McastView, QpKey, QueryView};
 use core::ffi::c_int;
 use core::fmt::Write;
-use crate::abi::c_field;
-use crate::mgid::Mgid;
 use format::{Line, Res};
 
 const OFF: u8 = FIRST_STATE;
@@ -112,88 +109,45 @@ pub fn at_unload() {
     }
 }
 
-fn now_ns() -> u64 {
-    // SAFETY: an all-zero timespec is valid; clock_gettime fills it (vDSO).
-    let mut ts: libc::timespec = unsafe { core::mem::zeroed() };
-    // SAFETY: ts is a valid out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64).wrapping_mul(1_000_000_000).wrapping_add(ts.tv_nsec as u64)
+/// Microseconds since an arbitrary start (CLOCK_MONOTONIC), for a call's
+/// `us=` field.
+pub fn now_us() -> u64 {
+    use std::sync::OnceLock;
+    static START: OnceLock<std::time::Instant> = OnceLock::new();
+    START.get_or_init(std::time::Instant::now).elapsed().as_micros() as u64
 }
 
-/// The C body of attach/detach: check → call → map.
-pub type McastFn = unsafe fn(&McastCall) -> c_int;
-/// The C body of `_ibv_query_gid_ex`.
-pub type GidFn = unsafe fn(&GidQuery) -> c_int;
-
-/// Attach (`attach`) or detach through `call`, traced.
-///
-/// # Safety
-/// As the export's: non-NULL pointers point at live rdma-core objects.
-#[cold]
-#[inline(never)]
-pub unsafe fn mcast(c: &McastCall, call: McastFn) -> c_int {
+/// The line, the registry and the hints of one traced attach or detach
+/// that returned `rc` after `us` microseconds. `ipjoin`: whether
+/// `RSVERBS_MCAST_IPJOIN` joins right after (then no `no-ip-join` hint).
+/// The caller keeps `errno`.
+pub fn after_mcast(v: &McastView, rc: c_int, us: u64, ipjoin: bool) {
     let m = mode();
     if m == OFF {
-        // SAFETY: forwarded from our caller.
-        return unsafe { call(c) };
+        return;
     }
-    let t0 = now_ns();
-    // SAFETY: forwarded from our caller.
-    let rc = unsafe { call(c) };
-    let us = now_ns().wrapping_sub(t0) / 1000;
-    let _errno = ErrnoGuard::save();
-    // SAFETY: forwarded from our caller.
-    unsafe { after_mcast(m, c, rc, us) };
-    rc
-}
-
-/// The device of a context, if both pointers are set.
-///
-/// # Safety
-/// `ctx` is NULL or a live rdma-core context.
-unsafe fn device<'a>(ctx: *const ibv_context) -> Option<&'a ibv_device> {
-    if ctx.is_null() {
-        return None;
-    }
-    // SAFETY: ctx is live; device is a public field set by rdma-core.
-    let dev = unsafe { (*ctx).device };
-    // SAFETY: NULL or a live device.
-    unsafe { dev.as_ref() }
-}
-
-/// # Safety
-/// As [`mcast`].
-unsafe fn after_mcast(m: u8, c: &McastCall, rc: c_int, us: u64) {
-    let McastCall { qp, gid, lid, .. } = *c;
-    let attach = c.attach();
+    let attach = v.attach;
     let pid = std::process::id();
     collapse::flush(pid);
     let mut l = Line::new(pid);
     let _ = l.write_str(if attach { "ibv_attach_mcast " } else { "ibv_detach_mcast " });
-    // SAFETY: NULL or a live QP.
-    let q = unsafe { qp.as_ref() };
-    let ctx = q.map_or(core::ptr::null_mut(), |q| q.context);
-    // SAFETY: NULL or a live context.
-    let dev = unsafe { device(ctx) };
+    let dev = v.ctx.and_then(|c| c.dev);
     let mut port = None;
-    match (q, dev) {
+    match (v.qp, v.ctx) {
         (None, _) => {
             let _ = l.write_str("qp=NULL");
         }
-        (Some(_), None) if ctx.is_null() => {
+        (Some(_), None) => {
             let _ = l.write_str("qp.context=NULL");
         }
-        (Some(q), d) => {
-            // SAFETY: ctx is live (non-NULL here).
-            let fd = unsafe { (*ctx).cmd_fd };
-            let key = Key { ctx: ctx as usize, fd };
+        (Some(q), Some(ctx)) => {
             // Only for a context whose route is known: the trace never
             // makes rsverbs discover a route the call itself did not.
-            port = match d {
-                Some(d) if route::peek(key).is_some() => facts::qp_port(key, q.handle, d),
+            port = match &dev {
+                Some(d) if route::peek(ctx.key).is_some() => facts::qp_port(ctx.key, q.key.handle, d),
                 _ => None,
             };
-            let _ = write!(l, "dev={}", d.map_or("?", |d| c_field(&d.name)));
+            let _ = write!(l, "dev={}", dev.as_ref().map_or("?", |d| d.name()));
             match port {
                 Some(p) => {
                     let _ = write!(l, " port={p}");
@@ -202,119 +156,102 @@ unsafe fn after_mcast(m: u8, c: &McastCall, rc: c_int, us: u64) {
                     let _ = l.write_str(" port=?");
                 }
             }
-            let _ = write!(l, " qpn={:#x} qp_type={}", q.qp_num, crate::abi::qp_type(q.qp_type));
+            let _ = write!(l, " qpn={:#x} qp_type={}", q.qpn, qp_type(q.qp_type));
         }
     }
-    // SAFETY: NULL or 16 readable bytes.
-    let raw = unsafe { gid.as_ref() }.map(|g| {
-        // SAFETY: every bit pattern is a valid [u8; 16].
-        unsafe { g.raw }
-    });
-    match &raw {
-        Some(r) => {
-            let _ = write!(l, " {}", Mgid(*r));
+    match v.mgid {
+        Some(g) => {
+            let _ = write!(l, " {g}");
         }
         None => {
             let _ = l.write_str(" mgid=NULL");
         }
     }
-    let _ = write!(l, " lid={lid:#06x} result={} us={us}", Res(rc));
+    let _ = write!(l, " lid={:#06x} result={} us={us}", v.lid, Res(rc));
     sink::emit(l.finish());
 
-    let (Some(q), Some(d), Some(raw)) = (q, dev, raw) else { return };
-    let qk = QpKey { ctx: ctx as usize, handle: q.handle };
-    let before = registry::lids(qk, &raw);
+    let (Some(q), Some(ctx), Some(d), Some(g)) = (v.qp, v.ctx, dev, v.mgid) else { return };
+    let before = registry::lids(q.key, &g.0);
     if rc == 0 {
         if attach {
             let mut name = [0u8; 16];
-            for (n, c) in name.iter_mut().zip(c_field(&d.name).bytes()) {
+            for (n, c) in name.iter_mut().zip(d.name().bytes()) {
                 *n = c;
             }
-            registry::insert(&Attachment { qp: qk, pid, qpn: q.qp_num, gid: raw, lid, dev: name });
+            registry::insert(&Attachment { qp: q.key, pid, qpn: q.qpn, gid: g.0, lid: v.lid, dev: name });
         } else {
-            registry::remove(qk, &raw, lid);
+            registry::remove(q.key, &g.0, v.lid);
         }
     }
     if m == HINTS {
-        // SAFETY: ctx is live.
-        let route = Key { ctx: ctx as usize, fd: unsafe { (*ctx).cmd_fd } };
         let call = hints::Call {
             pid,
             attach,
-            dev: d,
-            dev_name: c_field(&d.name),
+            dev: &d,
             port,
-            route,
-            qp: qk,
-            qpn: q.qp_num,
+            route: ctx.key,
+            qp: q.key,
+            qpn: q.qpn,
             qp_type: q.qp_type,
-            gid: raw,
-            lid,
+            gid: g.0,
+            lid: v.lid,
             rc,
+            ipjoin,
         };
         hints::after_mcast(&call, &before);
     }
 }
 
-/// `_ibv_query_gid_ex` through `call`, traced.
-///
-/// # Safety
-/// As the export's.
-#[cold]
-#[inline(never)]
-pub unsafe fn query_gid(q: GidQuery, call: GidFn) -> c_int {
-    let m = mode();
-    // SAFETY: forwarded from our caller.
-    let rc = unsafe { call(&q) };
-    let GidQuery { ctx, port_num: port, gid_index: index, entry, flags, entry_size } = q;
-    if m == OFF {
-        return rc;
+/// The line of one traced `_ibv_query_gid_ex` that returned `rc` (ENODATA
+/// answers collapse into runs). The caller keeps `errno`.
+pub fn after_query(q: &QueryView, rc: c_int) {
+    if mode() == OFF {
+        return;
     }
-    let _errno = ErrnoGuard::save();
+    let QueryView { ctx, port, index, flags, entry_size, entry } = *q;
     let pid = std::process::id();
-    // SAFETY: NULL or a live context.
-    let dev = unsafe { device(ctx) };
-    let name = dev.map_or("?", |d| c_field(&d.name));
-    if rc == libc::ENODATA && !ctx.is_null() {
-        let mut dn = [0u8; 64];
-        for (n, c) in dn.iter_mut().zip(name.bytes()) {
-            *n = c;
-        }
-        let key = collapse::RunKey { pid, ctx: ctx as usize, port, flags, entry_size, dev: dn };
-        collapse::enodata(key, index);
-    } else {
-        collapse::flush(pid);
-        let mut l = Line::new(pid);
-        if ctx.is_null() {
-            let _ = write!(l, "_ibv_query_gid_ex context=NULL port={port} index={index}");
-        } else {
-            let _ = write!(l, "_ibv_query_gid_ex dev={name} port={port} index={index}");
-        }
-        let _ = write!(l, " flags={flags:#x} entry_size={entry_size} result={}", Res(rc));
-        if rc == 0 && !entry.is_null() {
-            // SAFETY: the call succeeded, so entry is writable (hence
-            // readable) for entry_size bytes; only that many are read.
-            let bytes = unsafe { core::slice::from_raw_parts(entry.cast::<u8>(), entry_size.min(32)) };
-            if let Some(g) = bytes.get(..16) {
-                let mut raw = [0u8; 16];
-                raw.copy_from_slice(g);
-                let _ = write!(l, " gid={}", core::net::Ipv6Addr::from(raw));
+    let dev = ctx.and_then(|c| c.dev);
+    let name = dev.as_ref().map_or("?", |d| d.name());
+    match ctx {
+        Some(c) if rc == libc::ENODATA => {
+            let mut dn = [0u8; 64];
+            for (n, c) in dn.iter_mut().zip(name.bytes()) {
+                *n = c;
             }
-            if let Some(t) = bytes.get(24..28) {
-                let _ = write!(l, " gid_type={}", crate::abi::gid_type(u32::from_ne_bytes([t[0], t[1], t[2], t[3]])));
-            }
-            if let Some(i) = bytes.get(28..32) {
-                let ifindex = u32::from_ne_bytes([i[0], i[1], i[2], i[3]]);
-                let nd = match (ifindex, dev) {
-                    (0, _) | (_, None) => None,
-                    (_, Some(d)) => facts::gid_netdev(d, port, index),
-                };
-                let _ = write!(l, " netdev={}", nd.as_deref().unwrap_or("-"));
-            }
+            let key = collapse::RunKey { pid, ctx: c.key.ctx, port, flags, entry_size, dev: dn };
+            collapse::enodata(key, index);
         }
-        sink::emit(l.finish());
+        _ => {
+            collapse::flush(pid);
+            let mut l = Line::new(pid);
+            if ctx.is_none() {
+                let _ = write!(l, "_ibv_query_gid_ex context=NULL port={port} index={index}");
+            } else {
+                let _ = write!(l, "_ibv_query_gid_ex dev={name} port={port} index={index}");
+            }
+            let _ = write!(l, " flags={flags:#x} entry_size={entry_size} result={}", Res(rc));
+            if let Some((buf, len)) = entry {
+                let bytes = &buf[..len];
+                if let Some(g) = bytes.get(..16) {
+                    let mut raw = [0u8; 16];
+                    raw.copy_from_slice(g);
+                    let _ = write!(l, " gid={}", core::net::Ipv6Addr::from(raw));
+                }
+                if let Some(t) = bytes.get(24..28) {
+                    let _ = write!(l, " gid_type={}", gid_type(u32::from_ne_bytes([t[0], t[1], t[2], t[3]])));
+                }
+                if let Some(i) = bytes.get(28..32) {
+                    let ifindex = u32::from_ne_bytes([i[0], i[1], i[2], i[3]]);
+                    let nd = match (ifindex, &dev) {
+                        (0, _) | (_, None) => None,
+                        (_, Some(d)) => facts::gid_netdev(d, port, index),
+                    };
+                    let _ = write!(l, " netdev={}", nd.as_deref().unwrap_or("-"));
+                }
+            }
+            sink::emit(l.finish());
+        }
     }
-    rc
 }
 
 /// `rsverbs_mcast_attachments`: the recorded (MGID, LID) pairs of `qp`.

@@ -1,0 +1,132 @@
+//! What the opt-in features (the trace, the IP-level join) may know of one
+//! call's rdma-core objects: read once from their public fields by
+//! [`crate::hooks`], the one place past the C boundary that dereferences
+//! them for a feature. The features and [`crate::port`] take these views
+//! and never touch an rdma-core pointer.
+
+use crate::abi::{IBV_SYSFS_NAME_MAX, IBV_SYSFS_PATH_MAX, c_field, ibv_context, ibv_device, ibv_qp};
+use crate::mgid::Mgid;
+use crate::uverbs::route::Key;
+
+/// A QP as the kernel knows it: its context and handle (`ibv_qp.handle` is
+/// scoped to the context's fd), so a copy of a `struct ibv_qp` is the same QP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpKey {
+    pub ctx: usize,
+    pub handle: u32,
+}
+
+/// A device: its name and its sysfs directory (`ibdev_path`).
+#[derive(Clone, Copy)]
+pub struct Device {
+    name: [u8; IBV_SYSFS_NAME_MAX],
+    sysfs: [u8; IBV_SYSFS_PATH_MAX],
+}
+
+impl Device {
+    /// `ibv_device.name`, e.g. `rxe0`.
+    pub fn name(&self) -> &str {
+        text(&self.name)
+    }
+    /// `ibv_device.ibdev_path`, e.g. `/sys/class/infiniband/rxe0`.
+    pub fn sysfs(&self) -> &str {
+        text(&self.sysfs)
+    }
+
+    /// A device from its two strings (tests, and the command's devices).
+    pub fn new(name: &str, sysfs: &str) -> Self {
+        let mut d = Device { name: [0; IBV_SYSFS_NAME_MAX], sysfs: [0; IBV_SYSFS_PATH_MAX] };
+        copy(&mut d.name, name);
+        copy(&mut d.sysfs, sysfs);
+        d
+    }
+
+    /// # Safety
+    /// `dev` is NULL or a live rdma-core device.
+    pub unsafe fn of(dev: *const ibv_device) -> Option<Self> {
+        // SAFETY: NULL or live (our caller's contract).
+        let d = unsafe { dev.as_ref() }?;
+        Some(Device::new(c_field(&d.name), c_field(&d.ibdev_path)))
+    }
+}
+
+fn copy(to: &mut [u8], s: &str) {
+    // Keep the last byte a NUL.
+    let n = s.len().min(to.len() - 1);
+    to[..n].copy_from_slice(&s.as_bytes()[..n]);
+}
+
+fn text(b: &[u8]) -> &str {
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    core::str::from_utf8(&b[..end]).unwrap_or("?")
+}
+
+/// A context: the route key (its address and command fd) and its device.
+#[derive(Clone, Copy)]
+pub struct Context {
+    pub key: Key,
+    pub dev: Option<Device>,
+}
+
+impl Context {
+    /// # Safety
+    /// `ctx` is NULL or a live rdma-core context.
+    pub unsafe fn of(ctx: *const ibv_context) -> Option<Self> {
+        // SAFETY: NULL or live (our caller's contract).
+        let c = unsafe { ctx.as_ref() }?;
+        // SAFETY: the device is NULL or live while its context is.
+        let dev = unsafe { Device::of(c.device) };
+        Some(Context { key: Key { ctx: ctx as usize, fd: c.cmd_fd }, dev })
+    }
+}
+
+/// A QP: its key, number and type.
+#[derive(Clone, Copy)]
+pub struct Qp {
+    pub key: QpKey,
+    pub qpn: u32,
+    pub qp_type: i32,
+}
+
+/// One attach or detach, as the features see it.
+#[derive(Clone, Copy)]
+pub struct McastView {
+    pub attach: bool,
+    /// None for a NULL `qp`.
+    pub qp: Option<Qp>,
+    /// None for a NULL `qp` or `qp->context`.
+    pub ctx: Option<Context>,
+    /// None for a NULL `gid`.
+    pub mgid: Option<Mgid>,
+    pub lid: u16,
+}
+
+impl McastView {
+    /// # Safety
+    /// As the exports': `qp` and `gid` NULL or live; a live QP's context
+    /// NULL or live.
+    pub unsafe fn of(attach: bool, qp: *const ibv_qp, gid: *const crate::abi::ibv_gid, lid: u16) -> Self {
+        // SAFETY: NULL or live.
+        let q = unsafe { qp.as_ref() };
+        // SAFETY: a live QP's context is NULL or live.
+        let ctx = q.and_then(|q| unsafe { Context::of(q.context) });
+        let qp = q.map(|q| Qp { key: QpKey { ctx: q.context as usize, handle: q.handle }, qpn: q.qp_num, qp_type: q.qp_type });
+        // SAFETY: NULL or 16 readable bytes; every bit pattern is a valid [u8; 16].
+        let mgid = unsafe { gid.as_ref() }.map(|g| Mgid(unsafe { g.raw }));
+        McastView { attach, qp, ctx, mgid, lid }
+    }
+}
+
+/// One `_ibv_query_gid_ex`, as the trace sees it, after the call.
+#[derive(Clone, Copy)]
+pub struct QueryView {
+    /// None for a NULL `context`.
+    pub ctx: Option<Context>,
+    pub port: u32,
+    pub index: u32,
+    pub flags: u32,
+    pub entry_size: usize,
+    /// After a successful call: the first `min(entry_size, 32)` bytes of
+    /// the entry, and how many they are.
+    pub entry: Option<([u8; 32], usize)>,
+}
