@@ -15,6 +15,7 @@
 //! (a seqlock without a writer lock). A forked child inherits the entries
 //! and their pid; at exit each process reports only its own. When all
 //! `CAP` slots are taken, further attachments are not recorded.
+#![forbid(unsafe_code)]
 
 use core::sync::atomic::{AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release, fence};
 

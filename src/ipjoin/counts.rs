@@ -10,6 +10,7 @@
 //! ignores it and a detach with any LID takes the QP out of the group
 //! (rxe_mcast.c `rxe_detach_mcast`). So a second attach of a pair adds
 //! nothing, and the first successful detach of the pair ends it.
+#![forbid(unsafe_code)]
 
 use crate::registry::QpKey;
 

@@ -1,5 +1,6 @@
 //! Pure parsers for the sysfs GID files, faithful to rdma-core's C parsing.
 //! Fuzzed by `fuzz/` and unit-tested here.
+#![forbid(unsafe_code)]
 
 /// `ibv_read_sysfs_file_at` (rdma-core sysfs.c) after `read()` returned `len`
 /// bytes into a buffer of `buf.len()`: strip one trailing '\n', or

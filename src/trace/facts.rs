@@ -4,6 +4,7 @@
 //! IP-level membership; a QP's port and the port's netdevs are in
 //! [`crate::port`] (shared with `RSVERBS_MCAST_IPJOIN`). The caller saves
 //! and restores `errno`.
+#![forbid(unsafe_code)]
 
 pub use crate::port::{gid_netdev, is_ethernet, port_netdev, qp_port};
 use crate::uverbs::{self, route::Key};

@@ -1,6 +1,7 @@
 //! The words of a trace line: errno names, and [`Line`], a fixed buffer
 //! that one `write()` sends. MGIDs are in [`crate::mgid`]; QP and GID
 //! type names and C string fields in [`crate::abi`].
+#![forbid(unsafe_code)]
 
 use core::fmt::{self, Write};
 

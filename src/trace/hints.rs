@@ -1,6 +1,7 @@
 //! The hints (`RSVERBS_TRACE=hints`): `rsverbs[PID]: hint[ID]: ...` lines
 //! that name the probable cause of a result and the fix. The IDs are
 //! stable; docs/trace.md shows each with an example.
+#![forbid(unsafe_code)]
 
 use super::facts;
 use super::format::{Line, Res};

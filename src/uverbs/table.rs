@@ -8,6 +8,7 @@
 //! `route` for why that is safe). When the table is full (more than `CAP`
 //! distinct context addresses with long probe chains), routes are simply not
 //! cached: every call then pays the discovery probes, results are unchanged.
+#![forbid(unsafe_code)]
 
 use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering::AcqRel, Ordering::Acquire};
 
