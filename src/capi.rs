@@ -8,7 +8,7 @@
 //! `_ibv_query_gid_ex@IBVERBS_1.11`, and never the `@IBVERBS_1.0` compat
 //! symbols that take `struct ibv_qp_1_0 *` (docs/kernel-abi.md §5).
 //!
-//! Each export first tests [`hooks::wanted`] (one Relaxed load); only
+//! Each export first tests `hooks::wanted` (one Relaxed load); only
 //! with `RSVERBS_TRACE` or `RSVERBS_MCAST_IPJOIN` set does the call go
 //! through the hooks, which call the same body and restore `errno`
 //! (docs/trace.md, docs/ipjoin.md).

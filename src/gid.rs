@@ -42,10 +42,9 @@ impl GidQuery {
 /// `q.ctx` must be a valid rdma-core context and `q.entry` writable for
 /// `q.entry_size` bytes (both checked non-NULL by capi).
 ///
-/// Always inlined: with two callers (the export and the trace's query_c)
-/// the compiler outlined it, and the untraced call paid a call, a spill
-/// and a Result return: +13 instructions against the `bench-untraced`
-/// build in `make bench` (BENCHMARKS.md, "What tracing costs when it is off").
+/// Always inlined: outlined (it has two callers, the export and the
+/// hooks' query_c), the untraced call paid a call, a spill and a Result
+/// return (BENCHMARKS.md, "What tracing costs when it is off").
 #[inline(always)]
 pub unsafe fn query_gid_ex(q: &GidQuery) -> Result<()> {
     // SAFETY: forwarded from our caller.

@@ -11,21 +11,28 @@
 //! - relink: `cc app.c $(pkg-config --cflags --libs rsverbs)`, which puts
 //!   `-lrsverbs` before `-libverbs`.
 //!
-//! Module map, in the order data flows:
-//! - [`capi`]: the exports, pointer checks, symbol versions;
-//! - [`abi`]: mirrors of the public rdma-core structs;
-//! - [`mcast`], [`gid`]: the verbs' semantics;
-//! - [`sysfs`]: the `_ibv_query_gid_ex` fallback for old kernels;
+//! Module map, lowest layer first; a module imports only from its own
+//! layer or below, with no cycle (tests/layering.rs checks both):
+//! - [`abi`]: mirrors of the public rdma-core structs, and the words for
+//!   their fields; [`error`]: the one error type, `errno` and its guard;
+//!   [`mgid`]: multicast GIDs (v4-mapped, the kernel's multicast test,
+//!   scope); `memcheck`: valgrind client requests for what the kernel wrote;
 //! - [`uverbs`]: command encoding (`ioctl`, `write`), the only syscalls on
 //!   `cmd_fd` (`exec`), driver_id discovery and per-context routes (`route`);
-//! - [`rdma_core`]: what differs by rdma-core release and provider;
-//! - [`error`]: the one error type and its mapping to C;
-//! - `memcheck`: valgrind client requests for what the kernel wrote;
-//! - [`trace`], [`registry`]: `RSVERBS_TRACE`, its hints, and the attachment
-//!   registry they read (docs/trace.md);
-//! - `ipjoin`: `RSVERBS_MCAST_IPJOIN`, the opt-in IP-level join
-//!   (docs/ipjoin.md); `hooks`: the exports' one check for both;
-//!   `port`: a QP's port and its netdevs, for both.
+//! - [`rdma_core`]: what differs by rdma-core release and provider; `env`:
+//!   the environment switches, rsverbs' and rdma-core's;
+//! - [`view`]: the safe views of rdma-core objects that the features get;
+//! - [`sysfs`], [`gid`], [`mcast`]: the verbs (`sysfs`: the
+//!   `_ibv_query_gid_ex` fallback for old kernels);
+//! - `port`: a QP's port and its netdevs, for the features;
+//! - [`registry`], [`trace`]: `RSVERBS_TRACE`, its hints, and the attachment
+//!   registry they read (docs/trace.md); `ipjoin`: `RSVERBS_MCAST_IPJOIN`,
+//!   the opt-in IP-level join (docs/ipjoin.md);
+//! - `hooks`: the exports' one check, and the one path from the exports to
+//!   the features;
+//! - `lifecycle`: load, fork and unload (the one constructor, destructor
+//!   and atfork handler); [`capi`]: the exports, pointer checks, symbol
+//!   versions.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 

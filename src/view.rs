@@ -1,7 +1,7 @@
 //! What the opt-in features (the trace, the IP-level join) may know of one
 //! call's rdma-core objects: read once from their public fields by
-//! [`crate::hooks`], the one place past the C boundary that dereferences
-//! them for a feature. The features and [`crate::port`] take these views
+//! `hooks`, the one place past the C boundary that dereferences
+//! them for a feature. The features and `port` take these views
 //! and never touch an rdma-core pointer.
 
 use crate::abi::{IBV_SYSFS_NAME_MAX, IBV_SYSFS_PATH_MAX, c_field, ibv_context, ibv_device, ibv_qp};

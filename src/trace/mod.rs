@@ -1,7 +1,7 @@
 //! `RSVERBS_TRACE`: one line per call of the three verbs, and hints
 //! (docs/trace.md).
 //!
-//! The exports test one static, [`crate::hooks::wanted`], with a Relaxed
+//! The exports test one static, `hooks::wanted`, with a Relaxed
 //! load: with tracing (and `RSVERBS_MCAST_IPJOIN`) off that is the whole
 //! cost (no syscall, lock or allocation). A
 //! library constructor reads `RSVERBS_TRACE` with `secure_getenv` (ignored
@@ -35,7 +35,7 @@ const HINTS: u8 = FIRST_STATE + 2;
 static MODE: Switch = Switch::new(c"RSVERBS_TRACE");
 
 /// Whether tracing is on (reads `RSVERBS_TRACE` on first use). The
-/// exports' one check is [`crate::hooks::wanted`].
+/// exports' one check is `hooks::wanted`.
 pub fn on() -> bool {
     mode() != OFF
 }
