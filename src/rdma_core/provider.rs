@@ -21,7 +21,7 @@
 //! 44.0, 56.1 and 65.0; the tests below classify each of them.
 
 use core::ffi::{CStr, c_void};
-use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::{Acquire, Relaxed, Release}};
+use core::sync::atomic::{AtomicU8, AtomicUsize, Ordering::{AcqRel, Acquire, Release}};
 
 /// Which of the two ops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,12 +60,62 @@ pub fn is_dummy(verb: Verb, op: usize, located: Option<Located<'_>>) -> bool {
     !matches!(at.symbol, Some((name, addr)) if addr == op && name == verb.command_symbol())
 }
 
-/// Op pointers already classified: (pointer, is_dummy). A process sees one
-/// or two (one per provider library), so a short array searched in order
-/// serves the hot path with one or two loads.
+/// Op pointers already classified. A process sees one or two (one per
+/// provider library), so a short array searched in order serves the hot
+/// path with one or two loads.
 const SLOTS: usize = 8;
-static OPS: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
-static DUMMY: [AtomicBool; SLOTS] = [const { AtomicBool::new(false) }; SLOTS];
+const UNKNOWN: u8 = 0;
+const NOT_DUMMY: u8 = 1;
+const DUMMY: u8 = 2;
+
+struct Known {
+    ops: [AtomicUsize; SLOTS],
+    class: [AtomicU8; SLOTS],
+}
+
+impl Known {
+    const fn new() -> Self {
+        Known { ops: [const { AtomicUsize::new(0) }; SLOTS], class: [const { AtomicU8::new(UNKNOWN) }; SLOTS] }
+    }
+
+    /// The class remembered for `op`, if any.
+    #[inline]
+    fn recall(&self, op: usize) -> Option<bool> {
+        for (slot, class) in self.ops.iter().zip(&self.class) {
+            match slot.load(Acquire) {
+                p if p == op => {
+                    return match class.load(Acquire) {
+                        DUMMY => Some(true),
+                        NOT_DUMMY => Some(false),
+                        // Claimed, its class not stored yet: classify again.
+                        _ => None,
+                    };
+                }
+                0 => return None,
+                _ => {}
+            }
+        }
+        None
+    }
+
+    /// Remembers `op`'s class: a slot is claimed first and only its
+    /// claimer stores the class, so no op can carry another's class. A full
+    /// table only means `op` is classified again next time.
+    fn remember(&self, op: usize, dummy: bool) {
+        for (slot, class) in self.ops.iter().zip(&self.class) {
+            match slot.compare_exchange(0, op, AcqRel, Acquire) {
+                Ok(_) => {
+                    class.store(if dummy { DUMMY } else { NOT_DUMMY }, Release);
+                    return;
+                }
+                Err(p) if p == op => return,
+                Err(_) => {}
+            }
+        }
+    }
+}
+
+static KNOWN: Known = Known::new();
 
 /// Whether the op pointer `op` read from a context is rdma-core's dummy.
 /// A NULL op (a context not set up by `verbs_init_context`) is not.
@@ -74,34 +124,21 @@ pub fn has_no_op(verb: Verb, op: usize) -> bool {
     if op == 0 {
         return false;
     }
-    for (slot, dummy) in OPS.iter().zip(&DUMMY) {
-        match slot.load(Acquire) {
-            p if p == op => return dummy.load(Relaxed),
-            0 => break,
-            _ => {}
-        }
+    match KNOWN.recall(op) {
+        Some(dummy) => dummy,
+        None => classify_and_remember(verb, op),
     }
-    classify_and_remember(verb, op)
 }
 
 #[cold]
 #[inline(never)]
 fn classify_and_remember(verb: Verb, op: usize) -> bool {
-    // dladdr runs in the middle of a verb: errno stays the caller's.
     let dummy = {
+        // dladdr runs in the middle of a verb: errno stays the caller's.
         let _errno = crate::error::ErrnoGuard::save();
         dladdr(op as *const c_void, |located| is_dummy(verb, op, located))
     };
-    // Publish the class before the pointer. A full table or a lost race only
-    // means this pointer is classified again next time.
-    for (slot, class) in OPS.iter().zip(&DUMMY) {
-        if slot.load(Acquire) == 0 {
-            class.store(dummy, Relaxed);
-            if slot.compare_exchange(0, op, Release, Relaxed).is_ok() {
-                break;
-            }
-        }
-    }
+    KNOWN.remember(op, dummy);
     dummy
 }
 
@@ -178,9 +215,66 @@ mod tests {
     fn a_pointer_in_this_test_binary_is_classified_once() {
         let op = a_pointer_in_this_test_binary as *const () as usize;
         assert!(!has_no_op(Verb::Detach, op));
-        assert!(OPS.iter().any(|s| s.load(Relaxed) == op));
+        assert!(KNOWN.ops.iter().any(|s| s.load(Acquire) == op));
         assert!(!has_no_op(Verb::Detach, op));
     }
 
     fn a_pointer_in_this_test_binary() {}
+
+    /// Issue 22, finding 4: threads that remember different ops at once
+    /// must never leave an op with another's class. Each trial starts the
+    /// threads together on a fresh table (a spin barrier), each with its
+    /// own op and class; afterwards every op recalls its own class or none.
+    /// With the class stored before the slot was claimed (b97736c) it
+    /// fails: ops are left with the other thread's class.
+    #[test]
+    fn racing_threads_never_swap_classes() {
+        use core::sync::atomic::AtomicUsize;
+        const THREADS: usize = 2;
+        const TRIALS: usize = 50_000;
+        let tables: Vec<Known> = (0..TRIALS).map(|_| Known::new()).collect();
+        let gates: Vec<AtomicUsize> = (0..TRIALS).map(|_| AtomicUsize::new(0)).collect();
+        std::thread::scope(|s| {
+            for t in 0..THREADS {
+                let (tables, gates) = (&tables, &gates);
+                s.spawn(move || {
+                    for (k, gate) in tables.iter().zip(gates) {
+                        gate.fetch_add(1, AcqRel);
+                        // Spin (both cores race), yielding now and then
+                        // (one core, or valgrind's one thread at a time).
+                        let mut spins = 0u32;
+                        while gate.load(Acquire) < THREADS {
+                            spins += 1;
+                            if spins % 1024 == 0 {
+                                std::thread::yield_now();
+                            } else {
+                                core::hint::spin_loop();
+                            }
+                        }
+                        k.remember(0x1000 + 0x40 * t, t % 2 == 0);
+                    }
+                });
+            }
+        });
+        let mut wrong = 0;
+        for k in &tables {
+            for t in 0..THREADS {
+                if k.recall(0x1000 + 0x40 * t).is_some_and(|d| d != (t % 2 == 0)) {
+                    wrong += 1;
+                }
+            }
+        }
+        assert_eq!(wrong, 0, "ops remembered with another op's class in {TRIALS} trials");
+    }
+
+    #[test]
+    fn a_claimed_slot_without_its_class_is_classified_again() {
+        let k = Known::new();
+        k.ops[0].store(0x1000, Release);
+        assert_eq!(k.recall(0x1000), None);
+        k.remember(0x1000, true);
+        assert_eq!(k.recall(0x1000), None, "only the claimer stores the class");
+        k.remember(0x2000, true);
+        assert_eq!((k.recall(0x2000), k.recall(0x3000)), (Some(true), None));
+    }
 }
