@@ -43,7 +43,9 @@ pub type GidFn = unsafe fn(&GidQuery) -> c_int;
 
 /// Attach or detach `c` through `call`, then, with the features on, the
 /// trace's line and hints and the IP-level join or leave, each given the
-/// call's objects as a [`McastView`]. The result and `errno` are `call`'s.
+/// call's objects as a [`McastView`]. With `RSVERBS_MCAST_IPJOIN` on, the
+/// verb runs under the IP join's lock (ipjoin::exclusive). The result and
+/// `errno` are `call`'s.
 ///
 /// # Safety
 /// As the exports': non-NULL pointers point at live rdma-core objects.
@@ -51,11 +53,24 @@ pub type GidFn = unsafe fn(&GidQuery) -> c_int;
 #[inline(never)]
 pub unsafe fn mcast(c: McastCall, call: McastFn) -> c_int {
     settle();
-    let (traced, joins) = (trace::on(), ipjoin::on());
+    let traced = trace::on();
+    if ipjoin::on() {
+        // SAFETY: forwarded from our caller.
+        if let Some(rc) = ipjoin::exclusive(|j| unsafe { run(&c, call, traced, Some(j)) }) {
+            return rc;
+        }
+    }
+    // SAFETY: forwarded from our caller.
+    unsafe { run(&c, call, traced, None) }
+}
+
+/// # Safety
+/// As [`mcast`].
+unsafe fn run(c: &McastCall, call: McastFn, traced: bool, join: Option<&mut ipjoin::State>) -> c_int {
     let t0 = if traced { trace::now_us() } else { 0 };
     // SAFETY: forwarded from our caller.
-    let rc = unsafe { call(&c) };
-    if !traced && !joins {
+    let rc = unsafe { call(c) };
+    if !traced && join.is_none() {
         return rc;
     }
     let us = if traced { trace::now_us().wrapping_sub(t0) } else { 0 };
@@ -64,10 +79,10 @@ pub unsafe fn mcast(c: McastCall, call: McastFn) -> c_int {
     // just run on them and does not free them).
     let view = unsafe { McastView::of(c.attach(), c.qp, c.gid, c.lid) };
     if traced {
-        trace::after_mcast(&view, rc, us, joins);
+        trace::after_mcast(&view, rc, us, join.is_some());
     }
-    if joins {
-        ipjoin::after_mcast(&view, rc);
+    if let Some(j) = join {
+        j.after_mcast(&view, rc);
     }
     rc
 }

@@ -24,22 +24,22 @@ struct Member {
     ifindexes: Vec<u32>,
 }
 
-struct Group {
+struct Group<H> {
     ifindex: u32,
     mgid: Mgid,
     users: u32,
-    /// The socket holding the membership; -1 while not joined (the join
-    /// failed, or has not been made yet).
-    fd: i32,
+    /// What holds the membership (the socket); None while not joined (the
+    /// join failed, has not been made yet, or its socket is gone).
+    held: Option<H>,
 }
 
 /// Every attachment and (netdev, group) count of the process.
-pub struct Counts {
+pub struct Counts<H> {
     members: Vec<Member>,
-    groups: Vec<Group>,
+    groups: Vec<Group<H>>,
 }
 
-impl Counts {
+impl<H: Copy> Counts<H> {
     pub const fn new() -> Self {
         Counts { members: Vec::new(), groups: Vec::new() }
     }
@@ -67,12 +67,12 @@ impl Counts {
             match self.groups.iter_mut().find(|g| g.ifindex == i && g.mgid == *mgid) {
                 Some(g) => {
                     g.users += 1;
-                    if g.fd < 0 {
+                    if g.held.is_none() {
                         to_join.push(i);
                     }
                 }
                 None => {
-                    self.groups.push(Group { ifindex: i, mgid: *mgid, users: 1, fd: -1 });
+                    self.groups.push(Group { ifindex: i, mgid: *mgid, users: 1, held: None });
                     to_join.push(i);
                 }
             }
@@ -81,10 +81,10 @@ impl Counts {
         to_join
     }
 
-    /// The group is now joined on `ifindex` through socket `fd`.
-    pub fn joined(&mut self, ifindex: u32, mgid: &Mgid, fd: i32) {
+    /// The group is now joined on `ifindex`, held by `h`.
+    pub fn joined(&mut self, ifindex: u32, mgid: &Mgid, h: H) {
         if let Some(g) = self.groups.iter_mut().find(|g| g.ifindex == ifindex && g.mgid == *mgid) {
-            g.fd = fd;
+            g.held = Some(h);
         }
     }
 
@@ -92,7 +92,7 @@ impl Counts {
     /// whose last user this was and that are joined: the caller leaves them.
     /// A detach of a pair not attached through rsverbs (or attached before
     /// a fork, in the child) returns nothing.
-    pub fn detach(&mut self, qp: QpKey, mgid: &Mgid) -> Vec<(u32, i32)> {
+    pub fn detach(&mut self, qp: QpKey, mgid: &Mgid) -> Vec<(u32, H)> {
         let Some(at) = self.members.iter().position(|m| m.qp == qp && m.mgid == *mgid) else {
             return Vec::new();
         };
@@ -104,12 +104,22 @@ impl Counts {
             g.users -= 1;
             if g.users == 0 {
                 let g = self.groups.swap_remove(gi);
-                if g.fd >= 0 {
-                    to_leave.push((g.ifindex, g.fd));
+                if let Some(h) = g.held {
+                    to_leave.push((g.ifindex, h));
                 }
             }
         }
         to_leave
+    }
+
+    /// Forgets the memberships whose holder is `gone` (a socket the program
+    /// closed: they ended with it): the next attach of the group joins again.
+    pub fn forget_held(&mut self, gone: impl Fn(&H) -> bool) {
+        for g in &mut self.groups {
+            if g.held.as_ref().is_some_and(&gone) {
+                g.held = None;
+            }
+        }
     }
 
     /// The users of (ifindex, mgid).
@@ -134,6 +144,20 @@ mod tests {
         m[12] = 239;
         m[15] = last;
         Mgid(m)
+    }
+
+    #[test]
+    fn a_membership_whose_socket_is_gone_is_joined_again() {
+        let mut c = Counts::new();
+        assert_eq!(c.attach(QP1, &g(9), &[3]), vec![3]);
+        c.joined(3, &g(9), 10);
+        assert_eq!(c.attach(QP2, &g(9), &[3]), vec![]);
+        c.forget_held(|&fd| fd == 10);
+        assert_eq!(c.attach(QP3, &g(9), &[3]), vec![3]);
+        c.joined(3, &g(9), 11);
+        assert_eq!(c.detach(QP1, &g(9)), vec![]);
+        assert_eq!(c.detach(QP2, &g(9)), vec![]);
+        assert_eq!(c.detach(QP3, &g(9)), vec![(3, 11)]);
     }
 
     #[test]
@@ -192,7 +216,7 @@ mod tests {
 
     #[test]
     fn unknown_detach_and_no_netdev() {
-        let mut c = Counts::new();
+        let mut c: Counts<i32> = Counts::new();
         assert_eq!(c.detach(QP1, &g(5)), vec![]);
         assert_eq!(c.attach(QP1, &g(5), &[]), Vec::<u32>::new());
         assert!(c.has(QP1, &g(5)));

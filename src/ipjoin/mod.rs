@@ -18,21 +18,25 @@
 //! trace (when `RSVERBS_TRACE` is on) and otherwise ignored.
 //!
 //! Counting and sockets are in [`counts`] and [`sock`], behind one spin
-//! lock: fork-safe, because the atfork child handler
-//! ([`after_fork_in_child`]) takes it over, forgets the parent's counts
-//! and closes the inherited sockets without ever leaving a group.
+//! lock, held across the verb itself ([`exclusive`], from hooks.rs): one
+//! thread's attach and its join never cross another's detach and leave of
+//! the same group. A thread never waits for itself (a signal handler), and
+//! the lock is fork-safe: the atfork child handler ([`after_fork_in_child`])
+//! takes it over, forgets the parent's counts and closes the inherited
+//! sockets without ever leaving a group.
 
 mod counts;
 mod sock;
 
 use crate::mgid::Mgid;
 use crate::trace::format::Res;
+use crate::env::{FIRST_STATE, Switch};
 use crate::view::{Context, McastView};
 use core::cell::UnsafeCell;
-use crate::env::{FIRST_STATE, Switch};
 use core::ffi::{c_char, c_int};
-use core::sync::atomic::{AtomicBool, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
+use core::sync::atomic::{AtomicI32, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
 use counts::Counts;
+use sock::{Pool, Sock};
 
 const OFF: u8 = FIRST_STATE;
 const ON: u8 = FIRST_STATE + 1;
@@ -57,79 +61,103 @@ fn parse(value: &[u8]) -> u8 {
     }
 }
 
-/// The counts, behind a spin lock that a forked child can take over.
-struct Locked {
-    busy: AtomicBool,
-    counts: UnsafeCell<Counts>,
+/// The process's IP-level memberships: the counts and the sockets.
+pub struct State {
+    counts: Counts<Sock>,
+    pool: Pool,
 }
 
-// SAFETY: `counts` is only reached through `with`, which holds `busy`.
+/// The state, behind a spin lock that a forked child can take over. The
+/// lock word is the holder's thread id (0: free), so that a thread never
+/// waits for itself: a signal handler that interrupts an attach or detach
+/// and calls one itself gets no IP-level join rather than a deadlock.
+struct Locked {
+    holder: AtomicI32,
+    state: UnsafeCell<State>,
+}
+
+// SAFETY: `state` is only reached through `exclusive`, which holds the lock.
 unsafe impl Sync for Locked {}
 
-static STATE: Locked = Locked { busy: AtomicBool::new(false), counts: UnsafeCell::new(Counts::new()) };
+static STATE: Locked =
+    Locked { holder: AtomicI32::new(0), state: UnsafeCell::new(State { counts: Counts::new(), pool: Pool::new() }) };
 
-/// Runs `f` on the counts with the lock held. The lock is held across the
-/// joins' and leaves' setsockopt calls, so that a join and a leave of one
-/// group never cross; attach/detach with the feature on is the only user.
-fn with<R>(f: impl FnOnce(&mut Counts) -> R) -> R {
-    while STATE.busy.compare_exchange_weak(false, true, Acquire, Relaxed).is_err() {
-        std::thread::yield_now();
-    }
-    // SAFETY: busy is ours until the store below; panics abort.
-    let r = f(unsafe { &mut *STATE.counts.get() });
-    STATE.busy.store(false, Release);
-    r
+fn tid() -> i32 {
+    // SAFETY: gettid(2) cannot fail (glibc's wrapper is newer than 2.17).
+    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
 }
 
-/// The atfork child handler's part (called from uverbs/route.rs): the
-/// parent's counts are not the child's, and the inherited sockets are the
-/// parent's (close them, never drop their memberships). Another parent
+/// Runs `f` with the lock held: the verb and its join or leave run under
+/// it (hooks.rs), so that a duplicate check, the kernel's answer and the
+/// counts of one (QP, group) never cross another thread's (issue 22,
+/// finding 5). None when this thread holds the lock already.
+pub fn exclusive<R>(f: impl FnOnce(&mut State) -> R) -> Option<R> {
+    let me = tid();
+    while let Err(holder) = STATE.holder.compare_exchange_weak(0, me, Acquire, Relaxed) {
+        if holder == me {
+            note_skipped();
+            return None;
+        }
+        std::thread::yield_now();
+    }
+    // SAFETY: the lock is ours until the store below; panics abort.
+    let r = f(unsafe { &mut *STATE.state.get() });
+    STATE.holder.store(0, Release);
+    Some(r)
+}
+
+/// The atfork child handler's part (lifecycle.rs): the parent's counts are
+/// not the child's, and the inherited sockets are the parent's (close
+/// those still rsverbs', never drop their memberships). Another parent
 /// thread may have held the lock at fork time: it does not exist in the
 /// child, so the lock is taken over; the counts it may have left half
-/// changed are leaked, not freed.
+/// changed are leaked, not freed. No allocation or free.
 pub fn after_fork_in_child() {
     if MODE.peek() != Some(ON) {
         return;
     }
-    sock::close_inherited();
     // SAFETY: the child has one thread, this one, and it is not inside
-    // `with` (fork is not called from there).
-    core::mem::forget(unsafe { core::ptr::replace(STATE.counts.get(), Counts::new()) });
-    STATE.busy.store(false, Release);
+    // `exclusive` (fork is not called from there).
+    let st = unsafe { &mut *STATE.state.get() };
+    st.pool.close_inherited();
+    core::mem::forget(core::mem::replace(&mut st.counts, Counts::new()));
+    STATE.holder.store(0, Release);
 }
 
-/// After an attach or detach that returned `rc`: join or leave. The
-/// caller keeps `errno`.
-#[cold]
-#[inline(never)]
-pub fn after_mcast(v: &McastView, rc: c_int) {
-    let (Some(q), Some(mgid)) = (v.qp, v.mgid) else { return };
-    if rc != 0 || !mgid.is_multicast() {
-        return;
-    }
-    let key = q.key;
-    if v.attach {
-        if with(|c| c.has(key, &mgid)) {
-            return; // a duplicate: one attachment in the kernel
+impl State {
+    /// After an attach or detach that returned `rc`: join or leave. The
+    /// caller keeps `errno`.
+    #[cold]
+    #[inline(never)]
+    pub fn after_mcast(&mut self, v: &McastView, rc: c_int) {
+        let (Some(q), Some(mgid)) = (v.qp, v.mgid) else { return };
+        // A refused call changed nothing in the kernel: nothing to join or
+        // leave (a refused detach keeps the membership).
+        if rc != 0 || !mgid.is_multicast() {
+            return;
         }
-        let ifindexes = v.ctx.map_or_else(Vec::new, |ctx| netdevs(&ctx, key.handle));
-        with(|c| {
-            for i in c.attach(key, &mgid, &ifindexes) {
-                match sock::join(i, &mgid) {
-                    Ok(fd) => {
-                        c.joined(i, &mgid, fd);
+        let key = q.key;
+        if v.attach {
+            if self.counts.has(key, &mgid) {
+                return; // a duplicate: one attachment in the kernel
+            }
+            let ifindexes = v.ctx.map_or_else(Vec::new, |ctx| netdevs(&ctx, key.handle));
+            self.counts.forget_held(|s| !s.is_ours());
+            for i in self.counts.attach(key, &mgid, &ifindexes) {
+                match self.pool.join(i, &mgid) {
+                    Ok(s) => {
+                        self.counts.joined(i, &mgid, s);
                         note("join", i, &mgid, 0);
                     }
                     Err(e) => note("join", i, &mgid, e),
                 }
             }
-        });
-    } else {
-        with(|c| {
-            for (i, fd) in c.detach(key, &mgid) {
-                note("leave", i, &mgid, sock::leave(fd, i, &mgid).err().unwrap_or(0));
+        } else {
+            for (i, s) in self.counts.detach(key, &mgid) {
+                let r = self.pool.leave(s, i, &mgid).err().unwrap_or(0);
+                note("leave", i, &mgid, r);
             }
-        });
+        }
     }
 }
 
@@ -142,8 +170,16 @@ fn netdevs(ctx: &Context, handle: u32) -> Vec<u32> {
     }
 }
 
+/// A trace line: the call was made from a signal handler on the thread
+/// that holds the lock, without its IP-level join or leave.
+#[cold]
+fn note_skipped() {
+    crate::trace::note(format_args!("ipjoin skipped: called again on a thread inside ibv_attach_mcast/ibv_detach_mcast (a signal handler); no IP-level join or leave for this call"));
+}
+
 /// A trace line (with `RSVERBS_TRACE` on): `ipjoin join|leave
-/// netdev=NAME ifindex=N mgid=… result=R`.
+/// netdev=NAME ifindex=N mgid=… result=R`; a join that failed also gets a
+/// hint (`RSVERBS_TRACE=hints`).
 fn note(what: &str, ifindex: u32, mgid: &Mgid, rc: c_int) {
     if !crate::trace::registry_on() {
         return;
@@ -153,6 +189,9 @@ fn note(what: &str, ifindex: u32, mgid: &Mgid, rc: c_int) {
     let n = unsafe { libc::if_indextoname(ifindex, name.as_mut_ptr()) };
     let name = if n.is_null() { "?" } else { crate::abi::c_field(&name) };
     crate::trace::note(format_args!("ipjoin {what} netdev={name} ifindex={ifindex} {} result={}", mgid, Res(rc)));
+    if rc != 0 && what == "join" {
+        crate::trace::ip_join_failed(name, mgid, rc);
+    }
 }
 
 #[cfg(test)]

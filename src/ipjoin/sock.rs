@@ -6,54 +6,138 @@
 //! or the socket's last reference is closed (`ip_mc_drop_socket`,
 //! `ipv6_sock_mc_close`).
 //!
-//! An IPv4 socket holds at most `net.ipv4.igmp_max_memberships` groups
-//! (default 20; ENOBUFS beyond, `ip_mc_join_group`), so there is a pool:
-//! a join that meets ENOBUFS moves on to the next socket. Every call is
-//! made under the caller's lock ([`super`]).
+//! A socket holds a limited number of groups: an IPv4 one at most
+//! `net.ipv4.igmp_max_memberships` (default 20; ENOBUFS beyond, igmp.c
+//! `ip_mc_join_group`), an IPv6 one as many as its option memory allows
+//! (`net.core.optmem_max`; ENOMEM beyond, mcast.c `ipv6_sock_mc_join` →
+//! `sock_kmalloc`). So each family has a pool, opened on demand with no
+//! fixed cap: a join that meets ENOBUFS or ENOMEM on a socket moves on to
+//! the next, and to a new one. A new socket that is full at once means the
+//! limit is 0 (or memory is short): the join fails (reported by the caller).
+//!
+//! rsverbs knows its sockets by identity, never by number: the program may
+//! close them (daemons close every fd they do not know) and open its own at
+//! the same number. Before any use, a socket's fd must still name the same
+//! socket inode ([`Sock::is_ours`]); one that does not is forgotten, never
+//! used or closed (its memberships ended with it). Every call is made under
+//! the caller's lock ([`super`]).
 
 use crate::mgid::Mgid;
 use core::ffi::c_int;
-use core::sync::atomic::{AtomicI32, Ordering::Relaxed};
 
-/// Sockets per family: 64 × 20 IPv4 groups at the default limit.
-const POOL: usize = 64;
-
-static V4: [AtomicI32; POOL] = [const { AtomicI32::new(-1) }; POOL];
-static V6: [AtomicI32; POOL] = [const { AtomicI32::new(-1) }; POOL];
-
-/// Joins `mgid` on `ifindex`; returns the socket that holds it, or errno.
-pub fn join(ifindex: u32, mgid: &Mgid) -> Result<c_int, c_int> {
-    let (pool, family) = match mgid.v4_group() {
-        Some(_) => (&V4, libc::AF_INET),
-        None => (&V6, libc::AF_INET6),
-    };
-    for slot in pool {
-        let mut fd = slot.load(Relaxed);
-        let fresh = fd < 0;
-        if fresh {
-            // SAFETY: plain socket(2).
-            fd = unsafe { libc::socket(family, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-            if fd < 0 {
-                return Err(crate::error::errno());
-            }
-            slot.store(fd, Relaxed);
-        }
-        match membership(fd, true, ifindex, mgid) {
-            // EADDRINUSE: this socket has it already (only a membership
-            // rsverbs did not count could do that): it is held.
-            Ok(()) | Err(libc::EADDRINUSE) => return Ok(fd),
-            // This socket is full; a new one that is full at once means
-            // the limit is 0 (or memory is short): no socket will do.
-            Err(libc::ENOBUFS) if !fresh => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Err(libc::ENOBUFS)
+/// One of rsverbs' sockets: its fd and the socket inode it was opened on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sock {
+    pub fd: c_int,
+    ino: u64,
 }
 
-/// Leaves `mgid` on `ifindex` through `fd`, the socket [`join`] returned.
-pub fn leave(fd: c_int, ifindex: u32, mgid: &Mgid) -> Result<(), c_int> {
-    membership(fd, false, ifindex, mgid)
+impl Sock {
+    /// Whether `fd` still names this socket. fstat(2) only:
+    /// async-signal-safe, for the atfork child handler.
+    pub fn is_ours(&self) -> bool {
+        inode(self.fd) == Some(self.ino)
+    }
+}
+
+/// The socket inode `fd` names, if it is a socket.
+fn inode(fd: c_int) -> Option<u64> {
+    // SAFETY: an all-zero stat is valid; fstat fills it or fails.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    // SAFETY: st is a valid out-pointer.
+    let ok = unsafe { libc::fstat(fd, &mut st) } == 0 && st.st_mode & libc::S_IFMT == libc::S_IFSOCK;
+    ok.then_some(st.st_ino)
+}
+
+/// The sockets of both families.
+pub struct Pool {
+    v4: Vec<Sock>,
+    v6: Vec<Sock>,
+}
+
+/// A socket that has no room for one more group.
+fn full(e: c_int) -> bool {
+    e == libc::ENOBUFS || e == libc::ENOMEM
+}
+
+impl Pool {
+    pub const fn new() -> Self {
+        Pool { v4: Vec::new(), v6: Vec::new() }
+    }
+
+    /// Joins `mgid` on `ifindex`; returns the socket that holds it, or errno.
+    pub fn join(&mut self, ifindex: u32, mgid: &Mgid) -> Result<Sock, c_int> {
+        let (socks, family) = match mgid.v4_group() {
+            Some(_) => (&mut self.v4, libc::AF_INET),
+            None => (&mut self.v6, libc::AF_INET6),
+        };
+        // Sockets the program closed hold nothing any more.
+        socks.retain(Sock::is_ours);
+        for s in socks.iter() {
+            match membership(s.fd, true, ifindex, mgid) {
+                // EADDRINUSE: this socket has it already (only a membership
+                // rsverbs did not count could do that): it is held.
+                Ok(()) | Err(libc::EADDRINUSE) => return Ok(*s),
+                Err(e) if full(e) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        // SAFETY: plain socket(2).
+        let fd = unsafe { libc::socket(family, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(crate::error::errno());
+        }
+        let joined = match inode(fd) {
+            Some(ino) => membership(fd, true, ifindex, mgid).map(|()| Sock { fd, ino }),
+            None => Err(libc::EBADF),
+        };
+        match joined {
+            Ok(s) => {
+                socks.push(s);
+                Ok(s)
+            }
+            Err(e) => {
+                // SAFETY: fd was opened above and is not kept.
+                unsafe { libc::close(fd) };
+                Err(e)
+            }
+        }
+    }
+
+    /// Leaves `mgid` on `ifindex` through `s`, the socket [`Pool::join`]
+    /// returned. EBADF, and no syscall on the fd, when the program has
+    /// closed it since (the membership ended with it).
+    pub fn leave(&mut self, s: Sock, ifindex: u32, mgid: &Mgid) -> Result<(), c_int> {
+        if !s.is_ours() {
+            return Err(libc::EBADF);
+        }
+        membership(s.fd, false, ifindex, mgid)
+    }
+
+    /// In a forked child: close the inherited sockets that are still
+    /// rsverbs'. The memberships stay with the parent, which shares the open
+    /// file descriptions (close(2) of one reference does not release the
+    /// socket), so the child never drops them (an IP_DROP_MEMBERSHIP on a
+    /// shared socket would end the parent's). fstat, close and no
+    /// allocation or free: async-signal-safe, as an atfork child handler
+    /// must be.
+    pub fn close_inherited(&mut self) {
+        for s in self.v4.iter().chain(self.v6.iter()) {
+            if s.is_ours() {
+                // SAFETY: the socket this process inherited, still ours.
+                unsafe { libc::close(s.fd) };
+            }
+        }
+        // Sock is Copy: clear() frees nothing.
+        self.v4.clear();
+        self.v6.clear();
+    }
+
+    /// How many sockets each family has open.
+    #[cfg(test)]
+    pub fn sizes(&self) -> (usize, usize) {
+        (self.v4.len(), self.v6.len())
+    }
 }
 
 /// `IP_ADD_MEMBERSHIP`/`IP_DROP_MEMBERSHIP` with a `struct ip_mreqn`
@@ -82,23 +166,6 @@ fn membership(fd: c_int, add: bool, ifindex: u32, mgid: &Mgid) -> Result<(), c_i
     if rc == 0 { Ok(()) } else { Err(crate::error::errno()) }
 }
 
-/// In a forked child: close the inherited sockets. The memberships stay
-/// with the parent, which shares the open file descriptions (close(2) of
-/// one reference does not release the socket), so the child never drops
-/// them (an IP_DROP_MEMBERSHIP on a shared socket would end the parent's).
-/// Only atomics and close(2): async-signal-safe, as an atfork child
-/// handler must be.
-pub fn close_inherited() {
-    for slot in V4.iter().chain(V6.iter()) {
-        let fd = slot.swap(-1, Relaxed);
-        if fd >= 0 {
-            // SAFETY: fd is a socket this process inherited and nothing else
-            // in it uses.
-            unsafe { libc::close(fd) };
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,15 +185,88 @@ mod tests {
         // SAFETY: a NUL-terminated literal.
         let lo = unsafe { libc::if_nametoindex(c"lo".as_ptr()) };
         assert!(lo > 0);
+        let mut pool = Pool::new();
         let g = mapped([239, 254, 77, 1]);
-        let fd = join(lo, &g).expect("join 239.254.77.1 on lo");
+        let s = pool.join(lo, &g).expect("join 239.254.77.1 on lo");
         // SAFETY: fcntl(2) on an fd of ours.
-        let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+        let flags = unsafe { libc::fcntl(s.fd, libc::F_GETFD) };
         assert_eq!(flags & libc::FD_CLOEXEC, libc::FD_CLOEXEC);
         // Held: the same join again on this socket is EADDRINUSE (taken as
-        // held, same fd); the leave works once, then EADDRNOTAVAIL.
-        assert_eq!(join(lo, &g), Ok(fd));
-        assert_eq!(leave(fd, lo, &g), Ok(()));
-        assert_eq!(leave(fd, lo, &g), Err(libc::EADDRNOTAVAIL));
+        // held, same socket); the leave works once, then EADDRNOTAVAIL.
+        assert_eq!(pool.join(lo, &g), Ok(s));
+        assert_eq!(pool.leave(s, lo, &g), Ok(()));
+        assert_eq!(pool.leave(s, lo, &g), Err(libc::EADDRNOTAVAIL));
+        pool.close_inherited();
+    }
+
+    /// Issue 22, findings 3 and 12: past one socket's limit the pool opens
+    /// more sockets, for IPv4 (ENOBUFS at igmp_max_memberships) and IPv6
+    /// (ENOMEM at optmem_max) alike, with no fixed cap. Joins on lo.
+    #[test]
+    fn the_pool_grows_past_each_sockets_limit() {
+        // SAFETY: a NUL-terminated literal.
+        let lo = unsafe { libc::if_nametoindex(c"lo".as_ptr()) };
+        let per_v4: usize = std::fs::read_to_string("/proc/sys/net/ipv4/igmp_max_memberships")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(20);
+        let mut pool = Pool::new();
+        let n4 = per_v4 * 3 + 1;
+        for i in 0..n4 {
+            let g = mapped([239, 254, 78 + (i / 250) as u8, (i % 250) as u8]);
+            assert!(pool.join(lo, &g).is_ok(), "IPv4 join {i} of {n4}");
+        }
+        assert!(pool.sizes().0 >= 4, "{n4} IPv4 groups on {:?} sockets", pool.sizes());
+        // IPv6: a socket's groups take more than 32 bytes each of its option
+        // memory (mcast.c: struct ipv6_mc_socklist), so optmem_max / 32
+        // groups need more than one socket, whatever optmem_max is (20480
+        // by default on Linux 6.1; later kernels raised the default).
+        let optmem: usize = std::fs::read_to_string("/proc/sys/net/core/optmem_max")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(20480);
+        let n6 = (optmem / 32).min(60_000);
+        for i in 0..n6 {
+            let mut m = [0u8; 16];
+            m[0] = 0xff;
+            m[1] = 0x15;
+            m[14] = (i >> 8) as u8;
+            m[15] = i as u8;
+            assert!(pool.join(lo, &Mgid(m)).is_ok(), "IPv6 join {i} of {n6}");
+        }
+        assert!(pool.sizes().1 >= 2, "{n6} IPv6 groups on {:?} sockets", pool.sizes());
+        pool.close_inherited();
+    }
+
+    /// Issue 22, finding 2: a socket the program closed, whose number the
+    /// program reused for a socket of its own, is never used or closed.
+    #[test]
+    fn a_socket_the_program_reused_is_not_touched() {
+        // SAFETY: a NUL-terminated literal.
+        let lo = unsafe { libc::if_nametoindex(c"lo".as_ptr()) };
+        let mut pool = Pool::new();
+        let g = mapped([239, 254, 79, 1]);
+        let s = pool.join(lo, &g).expect("join");
+        // The program: close rsverbs' socket, open its own at that number,
+        // join the same group on it.
+        // SAFETY: plain socket calls standing in for the program's.
+        let theirs = unsafe {
+            libc::close(s.fd);
+            let t = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+            if t != s.fd {
+                assert_eq!(libc::dup2(t, s.fd), s.fd);
+                libc::close(t);
+            }
+            s.fd
+        };
+        assert_eq!(membership(theirs, true, lo, &g), Ok(()));
+        assert!(!s.is_ours());
+        assert_eq!(pool.leave(s, lo, &g), Err(libc::EBADF), "dropped the program's membership");
+        pool.close_inherited();
+        // SAFETY: fcntl(2) on the program's fd.
+        assert!(unsafe { libc::fcntl(theirs, libc::F_GETFD) } >= 0, "closed the program's fd");
+        assert_eq!(membership(theirs, false, lo, &g), Ok(()), "the program's membership is gone");
+        // SAFETY: the program's own fd.
+        unsafe { libc::close(theirs) };
     }
 }

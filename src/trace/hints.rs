@@ -186,6 +186,30 @@ fn no_ip_join(c: &Call<'_>) {
     });
 }
 
+/// `RSVERBS_MCAST_IPJOIN`'s join of `mgid` on `netdev` failed with `e`.
+pub fn ip_join_failed(pid: u32, netdev: &str, mgid: &Mgid, e: i32) {
+    let g = mgid.group();
+    hint(pid, "ip-join-failed", |l| {
+        let _ = write!(l, "RSVERBS_MCAST_IPJOIN could not join {g} on {netdev}: {}", Res(e));
+        let why = match e {
+            libc::ENOBUFS => {
+                " (each socket holds at most net.ipv4.igmp_max_memberships IPv4 groups, and a new socket could                  not take it either: the limit is 0?). Raise it: sysctl -w net.ipv4.igmp_max_memberships=N."
+            }
+            libc::ENOMEM => {
+                " (a socket's group list lives in its option memory, net.core.optmem_max, and a new socket could                  not take it either). Raise it: sysctl -w net.core.optmem_max=N."
+            }
+            libc::EMFILE | libc::ENFILE => {
+                " (no file descriptor left for another socket). Raise the process's limit (ulimit -n) or the                  system's (fs.file-max)."
+            }
+            _ => ".",
+        };
+        let _ = write!(
+            l,
+            "{why} The QP is attached, but the netdev drops the group's traffic until it is joined at IP level."
+        );
+    });
+}
+
 /// At exit: every QP this process attached and did not detach.
 pub fn at_exit(pid: u32) {
     // (QP, QPN, device, its groups)

@@ -58,6 +58,14 @@ pub fn note(args: core::fmt::Arguments<'_>) {
     sink::emit(l.finish());
 }
 
+/// A `hint[ip-join-failed]` line (`RSVERBS_TRACE=hints`): the IP-level
+/// join of `mgid` on `netdev` failed with `e`.
+pub fn ip_join_failed(netdev: &str, mgid: &crate::mgid::Mgid, e: c_int) {
+    if mode() == HINTS {
+        hints::ip_join_failed(std::process::id(), netdev, mgid, e);
+    }
+}
+
 /// The mode; the first call reads `RSVERBS_TRACE` and opens the sink. A
 /// thread that comes while another reads it, and waits too long, goes
 /// untraced.
