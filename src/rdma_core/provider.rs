@@ -54,7 +54,8 @@ pub struct Located<'a> {
 pub fn is_dummy(verb: Verb, op: usize, located: Option<Located<'_>>) -> bool {
     let Some(at) = located else { return false };
     let object = at.object.rsplit(|&b| b == b'/').next().unwrap_or(at.object);
-    if !object.starts_with(b"libibverbs.so") {
+    // libibverbs.so…, or a renamed copy (auditwheel's libibverbs-<tag>.so…).
+    if super::release::libibverbs_suffix(object).is_none() {
         return false;
     }
     !matches!(at.symbol, Some((name, addr)) if addr == op && name == verb.command_symbol())
@@ -195,6 +196,15 @@ mod tests {
             rows += 1;
         }
         assert!(rows >= 60, "only {rows} rows");
+    }
+
+    /// Issue 22, finding 7: a renamed copy's dummy is still the dummy.
+    #[test]
+    fn a_dummy_in_a_renamed_libibverbs() {
+        let at = Located { object: b"/venv/x.libs/libibverbs-07e4f8a1.so.1.14.44.0", symbol: None };
+        assert!(is_dummy(Verb::Attach, CMD + 0x40, Some(at)));
+        let cmd = Located { object: b"/venv/x.libs/libibverbs-07e4f8a1.so.1.14.44.0", symbol: Some((b"ibv_cmd_attach_mcast", CMD)) };
+        assert!(!is_dummy(Verb::Attach, CMD, Some(cmd)));
     }
 
     #[test]

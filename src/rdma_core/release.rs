@@ -3,12 +3,20 @@
 //! rdma-core installs libibverbs as `libibverbs.so.1.<ABI>.<PACKAGE_VERSION>`
 //! (libibverbs/CMakeLists.txt: `rdma_library(ibverbs ... 1 1.<ABI>.${PACKAGE_VERSION}`):
 //! `libibverbs.so.1.11.33.2` is rdma-core 33.2, `.1.14.44.0` is 44.0,
-//! `.1.18.65.0` is 65.0. The file is found through the object that defines
-//! `ibv_get_device_list` (dladdr), its symlinks resolved. A library whose
-//! file name carries no release (a custom install, a static libibverbs) is
+//! `.1.18.65.0` is 65.0. Python wheels ship renamed copies
+//! (auditwheel: `libibverbs-<hash>.so.1.14.44.0`), read the same way.
+//!
+//! The file is the one actually mapped (/proc/self/maps, which names the
+//! mapped file even when its symlink, or the file, has been replaced since,
+//! say by a package upgrade; realpath would name today's target): the
+//! mapping that holds `ibv_get_device_list` as the program sees it
+//! (dlsym RTLD_DEFAULT), else, for a libibverbs loaded RTLD_LOCAL (a Python
+//! module, a plugin), the first libibverbs mapped. A library whose file
+//! name carries no release (a custom install, a static libibverbs) is
 //! `None`: rsverbs then follows the newest release it knows.
 
-use core::ffi::{CStr, c_char};
+#[cfg(test)]
+use core::ffi::CStr;
 
 /// An rdma-core release, `major.minor` (33.2, 44.0, ...).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -23,11 +31,29 @@ impl Release {
     }
 }
 
+/// What follows `.so` in a libibverbs file name (`libibverbs.so…`, or an
+/// auditwheel copy `libibverbs-<tag>.so…`), if it is one.
+pub fn libibverbs_suffix(name: &[u8]) -> Option<&[u8]> {
+    let rest = name.strip_prefix(b"libibverbs")?;
+    let rest = match rest.strip_prefix(b"-") {
+        Some(tagged) => {
+            let end = tagged.iter().position(|&b| b == b'.')?;
+            let tag = &tagged[..end];
+            if tag.is_empty() || !tag.iter().all(u8::is_ascii_alphanumeric) {
+                return None;
+            }
+            &tagged[end..]
+        }
+        None => rest,
+    };
+    rest.strip_prefix(b".so")
+}
+
 /// The release in a libibverbs file name (a path's last component counts):
-/// `libibverbs.so.1.<abi>.<major>.<minor>`.
+/// `libibverbs.so.1.<abi>.<major>.<minor>`, or `libibverbs-<tag>.so.…`.
 pub fn parse_file_name(path: &[u8]) -> Option<Release> {
     let name = path.rsplit(|&b| b == b'/').next()?;
-    let rest = name.strip_prefix(b"libibverbs.so.")?;
+    let rest = libibverbs_suffix(name)?.strip_prefix(b".")?;
     let parts: Vec<&[u8]> = rest.split(|&b| b == b'.').collect();
     let [_soversion, _abi, major, minor] = parts.as_slice() else { return None };
     Some(Release::new(number(major)?, number(minor)?))
@@ -40,44 +66,60 @@ fn number(digits: &[u8]) -> Option<u32> {
     core::str::from_utf8(digits).ok()?.parse().ok()
 }
 
-/// The loaded libibverbs' release, found once per process.
+/// The loaded libibverbs' release, found once per process. Leaves
+/// `errno` as it was: it runs in the middle of a verb (the first detach
+/// that meets EIO).
 pub fn installed() -> Option<Release> {
     static FOUND: std::sync::OnceLock<Option<Release>> = std::sync::OnceLock::new();
     *FOUND.get_or_init(|| {
+        let _errno = crate::error::ErrnoGuard::save();
+        let maps = std::fs::read("/proc/self/maps").ok()?;
         // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name.
-        let sym = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"ibv_get_device_list".as_ptr()) };
-        parse_file_name(&path_of(sym)?)
+        let sym = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"ibv_get_device_list".as_ptr()) } as usize;
+        let path = (sym != 0).then(|| mapped_file(&maps, sym)).flatten().or_else(|| first_libibverbs(&maps))?;
+        parse_file_name(path)
     })
 }
 
-/// The resolved path of the object that contains `sym`. Leaves `errno` as
-/// it was: it runs in the middle of a verb (the first detach that meets
-/// EIO), and glibc's realpath leaves EINVAL in `errno` even when it
-/// succeeds (its readlink of every component that is not a link).
-fn path_of(sym: *const core::ffi::c_void) -> Option<Vec<u8>> {
-    let _errno = crate::error::ErrnoGuard::save();
-    resolve(sym)
+/// The lines of /proc/self/maps as (start, end, path) (kernel
+/// fs/proc/task_mmu.c `show_map_vma`: `start-end perms offset dev inode
+/// path`, the path padded; " (deleted)" after a file removed since).
+fn mappings(maps: &[u8]) -> impl Iterator<Item = (usize, usize, &[u8])> {
+    maps.split(|&b| b == b'\n').filter_map(|line| {
+        let mut f = line.splitn(6, |&b| b == b' ');
+        let range = f.next()?;
+        let path = f.nth(4)?.trim_ascii_start();
+        let path = path.strip_suffix(b" (deleted)").unwrap_or(path);
+        let dash = range.iter().position(|&b| b == b'-')?;
+        let hex = |h: &[u8]| usize::from_str_radix(core::str::from_utf8(h).ok()?, 16).ok();
+        Some((hex(&range[..dash])?, hex(&range[dash + 1..])?, path))
+    })
 }
 
-fn resolve(sym: *const core::ffi::c_void) -> Option<Vec<u8>> {
-    if sym.is_null() {
-        return None;
-    }
+/// The file mapped at `addr`.
+fn mapped_file(maps: &[u8], addr: usize) -> Option<&[u8]> {
+    mappings(maps).find(|&(lo, hi, p)| (lo..hi).contains(&addr) && p.starts_with(b"/")).map(|m| m.2)
+}
+
+/// The first mapped file that is a libibverbs.
+fn first_libibverbs(maps: &[u8]) -> Option<&[u8]> {
+    mappings(maps)
+        .map(|m| m.2)
+        .find(|p| p.starts_with(b"/") && libibverbs_suffix(p.rsplit(|&b| b == b'/').next().unwrap_or(p)).is_some())
+}
+
+/// The path of the object that contains `sym` (dladdr), for the tests.
+#[cfg(test)]
+fn path_of(sym: *const core::ffi::c_void) -> Option<Vec<u8>> {
+    let _errno = crate::error::ErrnoGuard::save();
     // SAFETY: Dl_info is plain data; dladdr fills it on success.
     let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
     // SAFETY: sym is an address inside a loaded object; info is writable.
     if unsafe { libc::dladdr(sym, &mut info) } == 0 || info.dli_fname.is_null() {
         return None;
     }
-    // SAFETY: realpath with a NUL-terminated path and a NULL buffer returns
-    // a malloc'ed string or NULL.
-    let real: *mut c_char = unsafe { libc::realpath(info.dli_fname, core::ptr::null_mut()) };
-    let path = if real.is_null() { info.dli_fname } else { real.cast_const() };
-    // SAFETY: path is a NUL-terminated string (dladdr's or realpath's).
-    let bytes = unsafe { CStr::from_ptr(path) }.to_bytes().to_vec();
-    // SAFETY: real came from realpath's malloc (free(NULL) is a no-op).
-    unsafe { libc::free(real.cast()) };
-    Some(bytes)
+    // SAFETY: dladdr's string is NUL-terminated.
+    Some(unsafe { CStr::from_ptr(info.dli_fname) }.to_bytes().to_vec())
 }
 
 #[cfg(test)]
@@ -94,6 +136,39 @@ mod tests {
         ] {
             assert_eq!(parse_file_name(name.as_bytes()), Some(Release::new(want.0, want.1)), "{name}");
         }
+    }
+
+    #[test]
+    fn renamed_copies_as_python_wheels_ship_them() {
+        assert_eq!(parse_file_name(b"/site-packages/x.libs/libibverbs-07e4f8a1.so.1.14.44.0"), Some(Release::new(44, 0)));
+        assert_eq!(parse_file_name(b"libibverbs-abc123.so.1.18.65.0"), Some(Release::new(65, 0)));
+        for name in ["libibverbs-.so.1.14.44.0", "libibverbs-a/b.so.1.14.44.0", "libibverbsx.so.1.14.44.0", "libibverbs-abc.so"] {
+            assert_eq!(parse_file_name(name.as_bytes()), None, "{name}");
+        }
+        assert!(libibverbs_suffix(b"libibverbs-abc.so.1").is_some() && libibverbs_suffix(b"libibverbs.so").is_some());
+        assert!(libibverbs_suffix(b"libmlx5.so.1").is_none() && libibverbs_suffix(b"libibverbsx.so.1").is_none());
+    }
+
+    /// Issue 22, finding 7: the mapped file, not today's symlink target;
+    /// the first libibverbs when the program cannot see its symbols.
+    #[test]
+    fn the_mapped_file_is_read_from_proc_self_maps() {
+        let maps = b"55d0c0a00000-55d0c0a21000 r--p 00000000 fe:01 1234   /usr/bin/prog\n\
+7f1000000000-7f1000010000 r--p 00000000 fe:01 777    /usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.44.0 (deleted)\n\
+7f1000010000-7f1000030000 r-xp 00010000 fe:01 777    /usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.44.0 (deleted)\n\
+7f2000000000-7f2000001000 rw-p 00000000 00:00 0 \n\
+7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0      [stack]\n";
+        let lib = &b"/usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.44.0"[..];
+        assert_eq!(mapped_file(maps, 0x7f1000012345), Some(lib));
+        assert_eq!(mapped_file(maps, 0x7f2000000010), None);
+        assert_eq!(mapped_file(maps, 0x1000), None);
+        assert_eq!(first_libibverbs(maps), Some(lib));
+        assert_eq!(parse_file_name(lib), Some(Release::new(44, 0)));
+        let wheel = b"7f3000000000-7f3000010000 r--p 00000000 fe:01 9 /venv/lib/python3.12/site-packages/pyverbs.libs/libibverbs-5c1d2e3f.so.1.14.44.0\n";
+        assert_eq!(first_libibverbs(wheel).and_then(parse_file_name), Some(Release::new(44, 0)));
+        let real = std::fs::read("/proc/self/maps").expect("maps");
+        let here = the_mapped_file_is_read_from_proc_self_maps as *const () as usize;
+        assert!(mapped_file(&real, here).is_some_and(|p| p.starts_with(b"/")), "this test binary is mapped");
     }
 
     #[test]
