@@ -89,7 +89,7 @@ const TABLE_MAX: usize = u16::MAX as usize / size_of::<ibv_gid_entry>();
 /// every valid entry in one call; on older kernels, sysfs: the netdev of the
 /// port's first populated entry, its default GID's (roce_gid_mgmt.c).
 pub fn netdevs(key: Key, dev: &Device, port: u32) -> Vec<u32> {
-    if let Some(v) = table_netdevs(key, port) {
+    if let Some(v) = table_netdevs(key, dev, port) {
         return v;
     }
     if !is_ethernet(dev, port) {
@@ -104,7 +104,7 @@ pub fn netdevs(key: Key, dev: &Device, port: u32) -> Vec<u32> {
 }
 
 /// [`netdevs`] from QUERY_GID_TABLE; None when the kernel lacks it.
-fn table_netdevs(key: Key, port: u32) -> Option<Vec<u32>> {
+fn table_netdevs(key: Key, dev: &Device, port: u32) -> Option<Vec<u32>> {
     let route = route::get(key).ok()?;
     if route.gid_fallback() {
         return None;
@@ -112,15 +112,43 @@ fn table_netdevs(key: Key, port: u32) -> Option<Vec<u32>> {
     let zero = ibv_gid_entry { gid: crate::abi::ibv_gid { raw: [0; 16] }, gid_index: 0, port_num: 0, gid_type: 0, ndev_ifindex: 0 };
     let mut entries = vec![zero; TABLE_MAX];
     let n = crate::gid::query_gid_table(key, &mut entries).ok()?;
-    Some(distinct_netdevs(&entries[..n], port))
+    let here = distinct_netdevs(&entries[..n], port)
+        .into_iter()
+        .filter(|&(ifindex, index)| named_alike(gid_netdev(dev, port, index).as_deref(), &name_here(ifindex)))
+        .map(|(ifindex, _)| ifindex)
+        .collect();
+    Some(here)
 }
 
-/// The distinct non-zero ifindexes of `port`'s entries, first seen first.
-pub fn distinct_netdevs(entries: &[ibv_gid_entry], port: u32) -> Vec<u32> {
-    let mut v = Vec::new();
+/// The name of `ifindex` in this process's network namespace, if any.
+pub fn name_here(ifindex: u32) -> Option<String> {
+    let mut name = [0 as core::ffi::c_char; libc::IF_NAMESIZE];
+    // SAFETY: name has IF_NAMESIZE bytes, as if_indextoname requires.
+    let p = unsafe { libc::if_indextoname(ifindex, name.as_mut_ptr()) };
+    (!p.is_null()).then(|| crate::abi::c_field(&name).to_owned())
+}
+
+/// The kernel gives a GID's netdev as an ifindex of the netdev's own
+/// network namespace (uverbs_std_types_device.c `copy_gid_entries_to_user`);
+/// in another namespace the same number may name another device, or none
+/// (issue 22, finding 11). Kept only when it names, here, the netdev that
+/// sysfs names for the GID (kernel sysfs.c `print_ndev`); when sysfs cannot
+/// tell, the kernel's number is taken as it is.
+fn named_alike(sysfs: Option<&str>, here: &Option<String>) -> bool {
+    match (sysfs, here) {
+        (None, _) => true,
+        (Some(s), Some(h)) => s == h,
+        (Some(_), None) => false,
+    }
+}
+
+/// The distinct non-zero ifindexes of `port`'s entries, first seen first,
+/// each with the index of its first entry.
+pub fn distinct_netdevs(entries: &[ibv_gid_entry], port: u32) -> Vec<(u32, u32)> {
+    let mut v: Vec<(u32, u32)> = Vec::new();
     for e in entries {
-        if e.port_num == port && e.ndev_ifindex != 0 && !v.contains(&e.ndev_ifindex) {
-            v.push(e.ndev_ifindex);
+        if e.port_num == port && e.ndev_ifindex != 0 && !v.iter().any(|&(i, _)| i == e.ndev_ifindex) {
+            v.push((e.ndev_ifindex, e.gid_index));
         }
     }
     v
@@ -137,8 +165,17 @@ mod tests {
     #[test]
     fn netdevs_of_one_port_once_each() {
         let t = [entry(1, 0, 3), entry(1, 1, 3), entry(2, 0, 4), entry(1, 2, 7), entry(1, 3, 3), entry(1, 4, 0)];
-        assert_eq!(distinct_netdevs(&t, 1), vec![3, 7]);
-        assert_eq!(distinct_netdevs(&t, 2), vec![4]);
-        assert_eq!(distinct_netdevs(&t, 3), Vec::<u32>::new());
+        assert_eq!(distinct_netdevs(&t, 1), vec![(3, 0), (7, 2)]);
+        assert_eq!(distinct_netdevs(&t, 2), vec![(4, 0)]);
+        assert_eq!(distinct_netdevs(&t, 3), Vec::<(u32, u32)>::new());
+    }
+
+    #[test]
+    fn an_ifindex_of_another_namespace_is_not_taken() {
+        let here = |s: &str| Some(s.to_owned());
+        assert!(named_alike(Some("eth0"), &here("eth0")));
+        assert!(!named_alike(Some("eth0"), &here("veth7")), "the number names another device here");
+        assert!(!named_alike(Some("eth0"), &None), "the number names nothing here");
+        assert!(named_alike(None, &None), "sysfs cannot tell: the kernel's number");
     }
 }

@@ -33,7 +33,7 @@ use crate::trace::format::Res;
 use crate::env::{FIRST_STATE, Switch};
 use crate::view::{Context, McastView};
 use core::cell::UnsafeCell;
-use core::ffi::{c_char, c_int};
+use core::ffi::c_int;
 use core::sync::atomic::{AtomicI32, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
 use counts::Counts;
 use sock::{Pool, Sock};
@@ -184,10 +184,8 @@ fn note(what: &str, ifindex: u32, mgid: &Mgid, rc: c_int) {
     if !crate::trace::registry_on() {
         return;
     }
-    let mut name = [0 as c_char; libc::IF_NAMESIZE];
-    // SAFETY: name has IF_NAMESIZE bytes, as if_indextoname requires.
-    let n = unsafe { libc::if_indextoname(ifindex, name.as_mut_ptr()) };
-    let name = if n.is_null() { "?" } else { crate::abi::c_field(&name) };
+    let name = crate::port::name_here(ifindex);
+    let name = name.as_deref().unwrap_or("?");
     crate::trace::note(format_args!("ipjoin {what} netdev={name} ifindex={ifindex} {} result={}", mgid, Res(rc)));
     if rc != 0 && what == "join" {
         crate::trace::ip_join_failed(name, mgid, rc);
