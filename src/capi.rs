@@ -156,8 +156,8 @@ pub unsafe extern "C" fn rsverbs_mcast_attachments(
         return -1;
     }
     // SAFETY: checked above.
-    let key = unsafe { QpKey { ctx: (*qp).context as usize, handle: (*qp).handle } };
-    let n = trace::attachments(key, |i, gid, lid| {
+    let (key, qpn) = unsafe { (QpKey { ctx: (*qp).context as usize, handle: (*qp).handle }, (*qp).qp_num) };
+    let n = trace::attachments(key, qpn, |i, gid, lid| {
         if i < max {
             if !gids.is_null() {
                 // SAFETY: gids is writable for max elements and i < max.

@@ -171,11 +171,23 @@ pub fn insert(a: &Attachment) -> Insert {
 /// Returns how many were removed (more than one only after two threads
 /// raced to record the same attach).
 pub fn remove(qp: QpKey, gid: &[u8; 16], lid: u16) -> usize {
+    remove_where(|a| a.qp == qp && a.gid == *gid && a.lid == lid)
+}
+
+/// A call on `qp` whose QP number is `qpn`: entries of the same (context
+/// address, handle) with another QP number belong to a QP destroyed since,
+/// or to a closed context whose address and handle were reused (issue 22,
+/// finding 8): forget them. Returns how many were removed.
+pub fn forget_stale(qp: QpKey, qpn: u32) -> usize {
+    remove_where(|a| a.qp == qp && a.qpn != qpn)
+}
+
+fn remove_where(matches: impl Fn(&Attachment) -> bool) -> usize {
     let mut n = 0;
     for s in &SLOTS {
         let cur = s.state.load(Acquire);
         match read(s) {
-            Some(a) if a.qp == qp && a.gid == *gid && a.lid == lid => {}
+            Some(a) if matches(&a) => {}
             _ => continue,
         }
         let generation = cur >> 2;
@@ -190,6 +202,17 @@ pub fn remove(qp: QpKey, gid: &[u8; 16], lid: u16) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reused_context_address_and_handle_do_not_inherit_groups() {
+        let mut old = att(0x7e00_0000_0000, 3, 1, 0);
+        old.qpn = 0x11;
+        assert_eq!(insert(&old), Insert::Added);
+        // A new QP (another QPN) at the same context address and handle.
+        assert_eq!(forget_stale(old.qp, 0x11), 0, "the same QP keeps its groups");
+        assert_eq!(forget_stale(old.qp, 0x12), 1);
+        assert!(lids(old.qp, &old.gid).is_empty());
+    }
 
     fn att(ctx: usize, handle: u32, g: u8, lid: u16) -> Attachment {
         let mut gid = [0u8; 16];

@@ -179,6 +179,7 @@ pub fn after_mcast(v: &McastView, rc: c_int, us: u64, ipjoin: bool) {
     sink::emit(l.finish());
 
     let (Some(q), Some(ctx), Some(d), Some(g)) = (v.qp, v.ctx, dev, v.mgid) else { return };
+    registry::forget_stale(q.key, q.qpn);
     let before = registry::lids(q.key, &g.0);
     if rc == 0 {
         if attach {
@@ -264,13 +265,14 @@ pub fn after_query(q: &QueryView, rc: c_int) {
 
 /// `rsverbs_mcast_attachments`: the recorded (MGID, LID) pairs of `qp`.
 /// Returns their number, or None when the registry is off.
-pub fn attachments(qp: QpKey, mut out: impl FnMut(usize, [u8; 16], u16)) -> Option<usize> {
+pub fn attachments(qp: QpKey, qpn: u32, mut out: impl FnMut(usize, [u8; 16], u16)) -> Option<usize> {
     if !registry_on() {
         return None;
     }
     let mut n = 0;
     registry::each(|a| {
-        if a.qp == qp {
+        // Another QPN: a QP gone since, at the same address and handle.
+        if a.qp == qp && a.qpn == qpn {
             out(n, a.gid, a.lid);
             n += 1;
         }
