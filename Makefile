@@ -36,11 +36,11 @@ LIB         := $(BUILD)/$(SONAME)
 export RSVERBS_BUILD := $(BUILD)
 RSVERBS_CACHE ?= $(HOME)/.cache/rsverbs
 
-# The Rust toolchain (ctest/deps.sh): the cargo on PATH when it is at least
+# The Rust toolchain (tools/deps.sh): the cargo on PATH when it is at least
 # Cargo.toml's rust-version; else Debian's cargo-web and rustc-web, which
 # make deps installs in /usr/bin: /usr/bin then goes first on PATH, ahead of
 # an older rustup toolchain.
-ifneq ($(shell ctest/deps.sh --cargo-ok 2>/dev/null),ok)
+ifneq ($(shell tools/deps.sh --cargo-ok 2>/dev/null),ok)
 export PATH := /usr/bin:$(PATH)
 endif
 # cbindgen (make header, ctest/header_fresh.sh): Debian's 0.24.3 cannot parse
@@ -145,7 +145,7 @@ header: deps-cbindgen
 	cbindgen --quiet --config cbindgen.toml --crate rsverbs --output include/rsverbs.h
 
 deps:
-	@ctest/deps.sh
+	@tools/deps.sh
 
 deps-cbindgen:
 	@command -v cbindgen >/dev/null && cbindgen --version | grep -q ' $(CBINDGEN_VERSION)$$' \
@@ -272,7 +272,7 @@ deb: deps-deb
 	else tar --exclude=./target --exclude=./build --exclude=./ctest/out -cf - .; fi | tar -C $(DEB_SRC) -xf -
 	cd $(DEB_SRC) && unmet=$$(dpkg-checkbuilddeps 2>&1 | sed -n 's/.*Unmet build dependencies: //p'); \
 	  rest=$$(echo "$$unmet" | sed -E 's/(cargo|rustc)-web \([^)]*\) \| (cargo|rustc) \([^)]*\)//g' | tr -d ' ,'); \
-	  flags=; if [ -n "$$unmet" ] && [ -z "$$rest" ] && [ "$$($(CURDIR)/ctest/deps.sh --cargo-ok)" = ok ]; then \
+	  flags=; if [ -n "$$unmet" ] && [ -z "$$rest" ] && [ "$$($(CURDIR)/tools/deps.sh --cargo-ok)" = ok ]; then \
 	    echo "deb: building with $$(cargo --version) from PATH, not a Debian package (dpkg-buildpackage -d)"; flags=-d; fi; \
 	  dpkg-buildpackage -b -us -uc $$flags $(DEB_BUILD_FLAGS)
 	ls -l $(DEB_DIR)/*.deb $(DEB_DIR)/*.ddeb 2>/dev/null || true

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 # bookworm; they conflict with Debian's older rustc and cargo, which apt then
 # removes). The Makefile puts /usr/bin first on PATH when the cargo on PATH
 # is too old, so that the new one is used.
-#   ctest/deps.sh --cargo-ok   prints "ok" when the cargo on PATH is new enough
+#   tools/deps.sh --cargo-ok   prints "ok" when the cargo on PATH is new enough
 rust_version=$(sed -n 's/^rust-version *= *"\(.*\)"/\1/p' Cargo.toml)
 cargo_ok() {
   local v
