@@ -125,15 +125,7 @@ zig: $(ZIG)
 
 # zig, from its PyPI wheel (a zip: no pip install, no venv), checked by hash.
 $(ZIG):
-	@command -v python3 >/dev/null && python3 -m pip --version >/dev/null 2>&1 || \
-	  { echo "make: LINKER=zig needs python3 -m pip to fetch zig (apt-get install python3-pip), or use make LINKER=gnu" >&2; exit 1; }
-	rm -rf $(ZIG_DIR).tmp && mkdir -p $(ZIG_DIR).tmp
-	echo "ziglang==$(ZIG_VERSION) --hash=sha256:$(ZIG_SHA256)" > $(ZIG_DIR).tmp/req.txt
-	python3 -m pip download --quiet --no-deps --only-binary :all: --platform manylinux_2_12_x86_64 \
-	  --python-version 3.11 --require-hashes -r $(ZIG_DIR).tmp/req.txt -d $(ZIG_DIR).tmp
-	cd $(ZIG_DIR).tmp && python3 -m zipfile -e ziglang-*.whl . && rm ziglang-*.whl req.txt
-	chmod +x $(ZIG_DIR).tmp/ziglang/zig
-	rm -rf $(ZIG_DIR) && mv $(ZIG_DIR).tmp $(ZIG_DIR)
+	tools/fetch-zig.sh $(ZIG_VERSION) $(ZIG_SHA256) $(ZIG_DIR)
 
 # The uninstalled .pc, for the tests: points at build/ and include/.
 $(BUILD)/pkgconfig/rsverbs.pc: pkgconfig/rsverbs.pc.in Makefile
@@ -255,33 +247,22 @@ uninstall:
 	-rmdir $(DESTDIR)$(DEBUGDIR) 2>/dev/null
 
 # Debian packages from debian/ (librsverbs1, librsverbs-dev, and the -dbgsym
-# package): dpkg-buildpackage -b on a copy of the tracked files in
-# $(DEB_DIR)/rsverbs-$(VERSION), so that everything it writes to ".." lands
-# in $(DEB_DIR) (git-ignored), never next to the repository. Then lintian.
-# The package build links with GNU ld (debian/rules: make LINKER=gnu).
-# When the cargo on PATH is not a Debian package (rustup) but new enough,
-# its unmet cargo/rustc build dependencies are skipped (-d), nothing else.
-# LINTIAN= skips lintian (ctest/deb.sh's root has none; the host runs it).
+# package): tools/build-deb.sh runs dpkg-buildpackage -b (with
+# DEB_BUILD_FLAGS) on a copy of the tracked files in $(DEB_SRC), so that
+# everything it writes to ".." lands in $(DEB_DIR) (git-ignored). Then
+# lintian, with LINTIAN_FLAGS. The package build links with GNU ld
+# (debian/rules: make LINKER=gnu). LINTIAN= skips lintian (ctest/deb.sh's
+# root has none; the host runs it).
 DEB_DIR     ?= $(BUILD)/deb
 LINTIAN     ?= lintian
 DEB_SRC     := $(DEB_DIR)/rsverbs-$(VERSION)
 deb: deps-deb
-	rm -rf $(DEB_DIR) && mkdir -p $(DEB_SRC)
-	if [ -e .git ] && command -v git >/dev/null; then \
-	  git ls-files -z -c -o --exclude-standard | tar --null -T - --ignore-failed-read -cf - 2>/dev/null; \
-	else tar --exclude=./target --exclude=./build --exclude=./ctest/out -cf - .; fi | tar -C $(DEB_SRC) -xf -
-	cd $(DEB_SRC) && unmet=$$(dpkg-checkbuilddeps 2>&1 | sed -n 's/.*Unmet build dependencies: //p'); \
-	  rest=$$(echo "$$unmet" | sed -E 's/(cargo|rustc)-web \([^)]*\) \| (cargo|rustc) \([^)]*\)//g' | tr -d ' ,'); \
-	  flags=; if [ -n "$$unmet" ] && [ -z "$$rest" ] && [ "$$($(CURDIR)/tools/deps.sh --cargo-ok)" = ok ]; then \
-	    echo "deb: building with $$(cargo --version) from PATH, not a Debian package (dpkg-buildpackage -d)"; flags=-d; fi; \
-	  dpkg-buildpackage -b -us -uc $$flags $(DEB_BUILD_FLAGS)
-	ls -l $(DEB_DIR)/*.deb $(DEB_DIR)/*.ddeb 2>/dev/null || true
+	tools/build-deb.sh $(DEB_DIR) $(DEB_SRC) $(DEB_BUILD_FLAGS)
 	$(if $(LINTIAN),$(LINTIAN) $(LINTIAN_FLAGS) $(DEB_DIR)/*.changes)
 
+# dpkg-dev, debhelper and $(LINTIAN), when one is missing.
 deps-deb:
-	@for p in dpkg-dev debhelper $(LINTIAN); do dpkg-query -W -f='$${db:Status-Abbrev}' $$p 2>/dev/null | grep -q '^ii' || m="$$m $$p"; done; \
-	if [ -n "$$m" ]; then echo "deb: installing$$m"; apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$m >/dev/null; fi
+	@tools/deps.sh --deb $(LINTIAN)
 
 # The checks of the packaging and the toolchain (each also in make check).
 check-freshroot:
