@@ -127,11 +127,13 @@ zig: $(ZIG)
 $(ZIG):
 	tools/fetch-zig.sh $(ZIG_VERSION) $(ZIG_SHA256) $(ZIG_DIR)
 
+# rsverbs.pc from pkgconfig/rsverbs.pc.in: $(call PC_SED,PREFIX,LIBDIR,INCLUDEDIR).
+PC_SED      = sed -e 's|@PREFIX@|$(1)|' -e 's|@LIBDIR@|$(2)|' \
+                  -e 's|@INCLUDEDIR@|$(3)|' -e 's|@VERSION@|$(VERSION)|'
 # The uninstalled .pc, for the tests: points at build/ and include/.
 $(BUILD)/pkgconfig/rsverbs.pc: pkgconfig/rsverbs.pc.in Makefile
 	mkdir -p $(dir $@)
-	sed -e 's|@PREFIX@|$(CURDIR)|' -e 's|@LIBDIR@|$(BUILD)|' \
-	    -e 's|@INCLUDEDIR@|$(CURDIR)/include|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+	$(call PC_SED,$(CURDIR),$(BUILD),$(CURDIR)/include) $< > $@
 
 header: deps-cbindgen
 	cbindgen --quiet --config cbindgen.toml --crate rsverbs --output include/rsverbs.h
@@ -225,9 +227,7 @@ install: all $(INSTALL_LIB) $(INSTALL_TOOL)
 	ln -sf $(REALNAME) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/librsverbs.so
 	install -m 0644 include/rsverbs.h $(DESTDIR)$(INCLUDEDIR)/rsverbs.h
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
-	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' \
-	    pkgconfig/rsverbs.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/rsverbs.pc
+	$(call PC_SED,$(PREFIX),$(LIBDIR),$(INCLUDEDIR)) pkgconfig/rsverbs.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/rsverbs.pc
 	chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/rsverbs.pc
 	install -m 0644 docs/man/rsverbs.7 $(DESTDIR)$(MANDIR)/man7/rsverbs.7
 	install -m 0644 docs/man/rsverbs.1 $(DESTDIR)$(MANDIR)/man1/rsverbs.1
