@@ -36,11 +36,11 @@ LIB         := $(BUILD)/$(SONAME)
 export RSVERBS_BUILD := $(BUILD)
 RSVERBS_CACHE ?= $(HOME)/.cache/rsverbs
 
-# The Rust toolchain (ctest/deps.sh): the cargo on PATH when it is at least
+# The Rust toolchain (tools/deps.sh): the cargo on PATH when it is at least
 # Cargo.toml's rust-version; else Debian's cargo-web and rustc-web, which
 # make deps installs in /usr/bin: /usr/bin then goes first on PATH, ahead of
 # an older rustup toolchain.
-ifneq ($(shell ctest/deps.sh --cargo-ok 2>/dev/null),ok)
+ifneq ($(shell tools/deps.sh --cargo-ok 2>/dev/null),ok)
 export PATH := /usr/bin:$(PATH)
 endif
 # cbindgen (make header, ctest/header_fresh.sh): Debian's 0.24.3 cannot parse
@@ -125,27 +125,21 @@ zig: $(ZIG)
 
 # zig, from its PyPI wheel (a zip: no pip install, no venv), checked by hash.
 $(ZIG):
-	@command -v python3 >/dev/null && python3 -m pip --version >/dev/null 2>&1 || \
-	  { echo "make: LINKER=zig needs python3 -m pip to fetch zig (apt-get install python3-pip), or use make LINKER=gnu" >&2; exit 1; }
-	rm -rf $(ZIG_DIR).tmp && mkdir -p $(ZIG_DIR).tmp
-	echo "ziglang==$(ZIG_VERSION) --hash=sha256:$(ZIG_SHA256)" > $(ZIG_DIR).tmp/req.txt
-	python3 -m pip download --quiet --no-deps --only-binary :all: --platform manylinux_2_12_x86_64 \
-	  --python-version 3.11 --require-hashes -r $(ZIG_DIR).tmp/req.txt -d $(ZIG_DIR).tmp
-	cd $(ZIG_DIR).tmp && python3 -m zipfile -e ziglang-*.whl . && rm ziglang-*.whl req.txt
-	chmod +x $(ZIG_DIR).tmp/ziglang/zig
-	rm -rf $(ZIG_DIR) && mv $(ZIG_DIR).tmp $(ZIG_DIR)
+	tools/fetch-zig.sh $(ZIG_VERSION) $(ZIG_SHA256) $(ZIG_DIR)
 
+# rsverbs.pc from pkgconfig/rsverbs.pc.in: $(call PC_SED,PREFIX,LIBDIR,INCLUDEDIR).
+PC_SED      = sed -e 's|@PREFIX@|$(1)|' -e 's|@LIBDIR@|$(2)|' \
+                  -e 's|@INCLUDEDIR@|$(3)|' -e 's|@VERSION@|$(VERSION)|'
 # The uninstalled .pc, for the tests: points at build/ and include/.
 $(BUILD)/pkgconfig/rsverbs.pc: pkgconfig/rsverbs.pc.in Makefile
 	mkdir -p $(dir $@)
-	sed -e 's|@PREFIX@|$(CURDIR)|' -e 's|@LIBDIR@|$(BUILD)|' \
-	    -e 's|@INCLUDEDIR@|$(CURDIR)/include|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+	$(call PC_SED,$(CURDIR),$(BUILD),$(CURDIR)/include) $< > $@
 
 header: deps-cbindgen
 	cbindgen --quiet --config cbindgen.toml --crate rsverbs --output include/rsverbs.h
 
 deps:
-	@ctest/deps.sh
+	@tools/deps.sh
 
 deps-cbindgen:
 	@command -v cbindgen >/dev/null && cbindgen --version | grep -q ' $(CBINDGEN_VERSION)$$' \
@@ -233,9 +227,7 @@ install: all $(INSTALL_LIB) $(INSTALL_TOOL)
 	ln -sf $(REALNAME) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/librsverbs.so
 	install -m 0644 include/rsverbs.h $(DESTDIR)$(INCLUDEDIR)/rsverbs.h
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
-	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' \
-	    pkgconfig/rsverbs.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/rsverbs.pc
+	$(call PC_SED,$(PREFIX),$(LIBDIR),$(INCLUDEDIR)) pkgconfig/rsverbs.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/rsverbs.pc
 	chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/rsverbs.pc
 	install -m 0644 docs/man/rsverbs.7 $(DESTDIR)$(MANDIR)/man7/rsverbs.7
 	install -m 0644 docs/man/rsverbs.1 $(DESTDIR)$(MANDIR)/man1/rsverbs.1
@@ -255,33 +247,22 @@ uninstall:
 	-rmdir $(DESTDIR)$(DEBUGDIR) 2>/dev/null
 
 # Debian packages from debian/ (librsverbs1, librsverbs-dev, and the -dbgsym
-# package): dpkg-buildpackage -b on a copy of the tracked files in
-# $(DEB_DIR)/rsverbs-$(VERSION), so that everything it writes to ".." lands
-# in $(DEB_DIR) (git-ignored), never next to the repository. Then lintian.
-# The package build links with GNU ld (debian/rules: make LINKER=gnu).
-# When the cargo on PATH is not a Debian package (rustup) but new enough,
-# its unmet cargo/rustc build dependencies are skipped (-d), nothing else.
-# LINTIAN= skips lintian (ctest/deb.sh's root has none; the host runs it).
+# package): tools/build-deb.sh runs dpkg-buildpackage -b (with
+# DEB_BUILD_FLAGS) on a copy of the tracked files in $(DEB_SRC), so that
+# everything it writes to ".." lands in $(DEB_DIR) (git-ignored). Then
+# lintian, with LINTIAN_FLAGS. The package build links with GNU ld
+# (debian/rules: make LINKER=gnu). LINTIAN= skips lintian (ctest/deb.sh's
+# root has none; the host runs it).
 DEB_DIR     ?= $(BUILD)/deb
 LINTIAN     ?= lintian
 DEB_SRC     := $(DEB_DIR)/rsverbs-$(VERSION)
 deb: deps-deb
-	rm -rf $(DEB_DIR) && mkdir -p $(DEB_SRC)
-	if [ -e .git ] && command -v git >/dev/null; then \
-	  git ls-files -z -c -o --exclude-standard | tar --null -T - --ignore-failed-read -cf - 2>/dev/null; \
-	else tar --exclude=./target --exclude=./build --exclude=./ctest/out -cf - .; fi | tar -C $(DEB_SRC) -xf -
-	cd $(DEB_SRC) && unmet=$$(dpkg-checkbuilddeps 2>&1 | sed -n 's/.*Unmet build dependencies: //p'); \
-	  rest=$$(echo "$$unmet" | sed -E 's/(cargo|rustc)-web \([^)]*\) \| (cargo|rustc) \([^)]*\)//g' | tr -d ' ,'); \
-	  flags=; if [ -n "$$unmet" ] && [ -z "$$rest" ] && [ "$$($(CURDIR)/ctest/deps.sh --cargo-ok)" = ok ]; then \
-	    echo "deb: building with $$(cargo --version) from PATH, not a Debian package (dpkg-buildpackage -d)"; flags=-d; fi; \
-	  dpkg-buildpackage -b -us -uc $$flags $(DEB_BUILD_FLAGS)
-	ls -l $(DEB_DIR)/*.deb $(DEB_DIR)/*.ddeb 2>/dev/null || true
+	tools/build-deb.sh $(DEB_DIR) $(DEB_SRC) $(DEB_BUILD_FLAGS)
 	$(if $(LINTIAN),$(LINTIAN) $(LINTIAN_FLAGS) $(DEB_DIR)/*.changes)
 
+# dpkg-dev, debhelper and $(LINTIAN), when one is missing.
 deps-deb:
-	@for p in dpkg-dev debhelper $(LINTIAN); do dpkg-query -W -f='$${db:Status-Abbrev}' $$p 2>/dev/null | grep -q '^ii' || m="$$m $$p"; done; \
-	if [ -n "$$m" ]; then echo "deb: installing$$m"; apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$m >/dev/null; fi
+	@tools/deps.sh --deb $(LINTIAN)
 
 # The checks of the packaging and the toolchain (each also in make check).
 check-freshroot:

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The matrix cells CI runs (.ci/run): the whole matrix takes about 28
-# minutes on 2 cores (the two Linux 7.x cells 7 to 8 minutes each under TCG),
-# too long beside make check, check-traced and fanout within CI's time. So
-# CI runs
+# The matrix cells CI runs (.ci/run): the whole matrix (its time in README.md,
+# each cell's in testbed/README.md; the two Linux 7.x cells are the slowest)
+# is too long beside make check, check-traced and fanout within CI's time.
+# So CI runs
 #   - bullseye:bullseye  rdma-core 33 and Linux 5.10: the glibc floor of the
 #                        one library file, and rdma-core 33's env parse;
 #   - bookworm:bookworm  the reference cell, with siw (a provider without a

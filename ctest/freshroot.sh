@@ -64,7 +64,7 @@ fr_key() {
 		"$FR_MIRROR" "$FR_SECURITY_MIRROR" "$vers" | sha256sum | cut -c1-16)
 }
 
-# Sets FR_ROOT, building it when missing (about 3 minutes, 1.3 GB).
+# Sets FR_ROOT, building it when missing (its time and size: docs/building.md).
 freshroot_prepare() {
 	fr_mirrors
 	fr_key

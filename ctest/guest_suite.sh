@@ -14,8 +14,8 @@ echo "=== guest: kernel $(uname -r) (${RSVERBS_KERNEL:-bookworm}), userland ${RS
 # RSVERBS_TRACE_ALL: every suite runs with RSVERBS_TRACE set to it (a
 # suite that sets RSVERBS_TRACE itself still does). A file name without a
 # slash (hints:NAME, NAME) is a file in the guest's tmpfs /tmp: tracing all
-# suites writes about a million lines, too slow over 9p to /out; its line
-# counts by verb and hint go to /out/NAME.counts at the end.
+# suites writes hundreds of thousands of lines (docs/trace.md), too slow over
+# 9p to /out; its line counts by verb and hint go to /out/NAME.counts at the end.
 TRACE_FILE=""
 if [ -n "${RSVERBS_TRACE_ALL:-}" ]; then
   case $RSVERBS_TRACE_ALL in

@@ -16,8 +16,8 @@
 #   2. clippy on the library code with warnings denied, src/lib.rs denying
 #      unwrap/expect/panic outside tests (the code reachable from the C
 #      boundary);
-#   3. the Rust test binaries (unit tests and tests/*.rs, including the fuzz
-#      corpus replay) run clean under valgrind memcheck.
+#   3. the Rust test binaries (unit tests, tests/*.rs and fuzz/fuzz_parsers.rs,
+#      the fuzz corpus replay) run clean under valgrind memcheck.
 #   4. no path-taking environment variable is read by src/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -56,7 +56,7 @@ check "ASan builds of the guest robustness programs" asan_build
 # missing_safety_doc, below); `#[unsafe(no_mangle)]` is an attribute.
 safety_check() {
   local f bad=0
-  for f in $(find src tests -name '*.rs' 2>/dev/null | sort); do
+  for f in $(find src tests fuzz -name '*.rs' 2>/dev/null | sort); do
     awk '
       { line[NR] = $0 }
       /unsafe[ ]*\{|unsafe impl/ && !/^[ \t]*\/\// {
@@ -69,7 +69,7 @@ safety_check() {
   done
   return $bad
 }
-check "every unsafe block in src/ and tests/ has a // SAFETY: comment" safety_check
+check "every unsafe block in src/, tests/ and fuzz/ has a // SAFETY: comment" safety_check
 
 # ---- 2. clippy --------------------------------------------------------------
 clippy_lib() {

@@ -66,8 +66,8 @@ for s in "${scens[@]}"; do
 		# stdbuf: mckey printf()s to a file, block-buffered; "joined" must show at once.
 		env "${pre[@]}" timeout 300 stdbuf -oL mckey -m "$group" -b "$RSVERBS_NET_IP" -C 20 >"$log" 2>&1 &
 		pid=$!
-		# At most 60 s for rdma_cm's join; builtins only (a fork costs
-		# ~0.1 s under TCG).
+		# At most 60 s for rdma_cm's join; builtins only (a fork is slow
+		# under TCG: testbed/README.md, timings).
 		joined() { local l; while IFS= read -r l; do [[ $l == "mckey: joined"* ]] && return 0; done <"$log"; return 1; }
 		end=$((SECONDS + 60))
 		until joined || ((SECONDS >= end)) || ! kill -0 $pid 2>/dev/null; do sleep 0.1; done

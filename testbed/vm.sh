@@ -87,8 +87,8 @@ ensure_packages() {
 # Sets KPKG/KPKGVER: the image package that linux-image-amd64 depends on,
 # e.g. "Depends: linux-image-6.1.0-56-amd64 (= 6.1.192-2)", and KPKGS: that
 # package and what it depends on of the same version ("PKG=VERSION": sid's
-# image only names linux-binary-* and linux-modules-*).  apt-cache costs
-# ~0.5 s a call when apt keeps no binary cache, so the answer is remembered
+# image only names linux-binary-* and linux-modules-*).  apt-cache is slow
+# when apt keeps no binary cache (testbed/README.md), so the answer is remembered
 # until the package lists change (apt-get update renames files in lists/).
 # The bookworm kernel comes from the host's apt, the others from the private
 # configuration of testbed/apt.sh.
@@ -199,8 +199,8 @@ fetch_kernel() {
 }
 
 # Decompress the bzImage's payload into the plain ELF vmlinux.  qemu boots
-# that directly through its PVH entry point, which skips ~3 s of in-guest
-# decompression under TCG.  The payload is located by the boot protocol's
+# that directly through its PVH entry point, which skips the in-guest
+# decompression, seconds under TCG (testbed/README.md).  The payload is located by the boot protocol's
 # header (setup_sects at 0x1f1, payload_offset/length at 0x248/0x24c):
 # xz up to 6.x, zstd in Debian's 7.x.  On failure the bzImage is booted.
 extract_vmlinux() { # BZIMAGE OUT
@@ -455,8 +455,8 @@ run() {
 		if ((smp > 4)); then smp=4; fi
 	fi
 	# --foreground: keep qemu in our process group so ^C reaches it.
-	# q35: its virtio devices use MSI, which saves ~0.7 s of ACPI interrupt
-	# link setup per boot compared with the default i440fx machine.
+	# q35: its virtio devices use MSI, which saves the ACPI interrupt link
+	# setup of the default i440fx machine at every boot (testbed/README.md).
 	# shellcheck disable=SC2054 # the commas are qemu's, not array separators
 	local qemu=(timeout --foreground -k 10 "$timeout"
 		qemu-system-x86_64 -machine q35 -accel tcg,thread=multi -cpu max -m "$mem" -smp "$smp"

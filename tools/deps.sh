@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages the build and the tests need, as root,
 # only when one is missing (so a warm machine pays one dpkg query).
+#   tools/deps.sh                   make deps: the build's and the tests' packages
+#   tools/deps.sh --deb [LINTIAN]   make deps-deb: what make deb needs, dpkg-dev,
+#                                   debhelper and LINTIAN (the Makefile's; none
+#                                   when empty)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,7 +14,7 @@ cd "$(dirname "$0")/.."
 # bookworm; they conflict with Debian's older rustc and cargo, which apt then
 # removes). The Makefile puts /usr/bin first on PATH when the cargo on PATH
 # is too old, so that the new one is used.
-#   ctest/deps.sh --cargo-ok   prints "ok" when the cargo on PATH is new enough
+#   tools/deps.sh --cargo-ok   prints "ok" when the cargo on PATH is new enough
 rust_version=$(sed -n 's/^rust-version *= *"\(.*\)"/\1/p' Cargo.toml)
 cargo_ok() {
   local v
@@ -21,26 +25,37 @@ if [ "${1:-}" = --cargo-ok ]; then
   if cargo_ok; then echo ok; else echo old; fi
   exit 0
 fi
+# install_missing TAG PKG...: apt-get installs the PKGs that are not
+# installed (none: no apt-get at all); TAG starts its messages.
+install_missing() {
+  local tag=$1 p missing=()
+  shift
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ "$(id -u)" != 0 ]; then
+    echo "$tag: missing ${missing[*]}; run as root or: sudo apt-get install ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "$tag: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+if [ "${1:-}" = --deb ]; then
+  shift
+  install_missing deb dpkg-dev debhelper "$@"
+  exit 0
+fi
+
 rust=()
 cargo_ok || rust=(cargo-web rustc-web)
 
 pkgs=(build-essential pkg-config libibverbs-dev librdmacm-dev rdma-core ibverbs-providers
       ibverbs-utils rdmacm-utils perftest qemu-system-x86 busybox-static cpio kmod iproute2
       libseccomp-dev valgrind strace python3-pip)
-missing=()
-for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-missing+=(${rust[@]+"${rust[@]}"})
-[ ${#missing[@]} -eq 0 ] && exit 0
-if [ "$(id -u)" != 0 ]; then
-  echo "deps: missing ${missing[*]}; run as root or: sudo apt-get install ${missing[*]}" >&2
-  exit 1
-fi
-echo "deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+install_missing deps "${pkgs[@]}" ${rust[@]+"${rust[@]}"}
 if [ ${#rust[@]} -gt 0 ]; then
   if ! PATH=/usr/bin:$PATH cargo_ok; then
     echo "deps: Debian's cargo-web is older than rust-version $rust_version: $(/usr/bin/cargo --version 2>&1)" >&2
