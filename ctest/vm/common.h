@@ -29,6 +29,18 @@
 #define RDMA_VERBS_IOCTL_REQ 0xc0181b01u
 #define SENTINEL 4242
 
+/* Evaluates `call` (a verb call, or any expression) with errno seeded with
+ * SENTINEL, so that "errno untouched" is visible, and stores the errno it
+ * leaves in *(errp) right after it; the value is the call's. Every line the
+ * programs print for a call (return value, errno) is made this way. */
+#define SENTINEL_CALL(errp, call)                                              \
+	__extension__({                                                        \
+		errno = SENTINEL;                                              \
+		__typeof__(call) sentinel_ret_ = (call);                       \
+		*(errp) = errno;                                               \
+		sentinel_ret_;                                                 \
+	})
+
 /* A test program's fatal error (a setup error, not a test's failure):
  * "PROG_NAME: error: MESSAGE" on stderr, and exit status 2. For the programs
  * that define PROG_NAME before including this header. */
