@@ -69,7 +69,6 @@ static const char *strerrorname_np(int e)
 }
 #endif
 
-#define SENTINEL 4242
 #define MAXDEV 2
 #define NQP 6     /* UD reset, UD init, UD rts, UD reset, RC, UC */
 #define MAXENT 64 /* tracked attachments per QP (the pool is smaller) */
@@ -297,6 +296,24 @@ static void gen(struct op *o)
 	}
 }
 
+/* The call of `o` on side s (0 = rdma-core, 1 = rsverbs), on `qp` (attach,
+ * detach) or `ctx` (query, into r->buf). */
+static int call_op(const struct op *o, int s, struct ibv_context *ctx, struct ibv_qp *qp, struct result *r)
+{
+	switch (o->kind) {
+	case K_ATTACH:
+		return s ? rs_attach(qp, &o->gid, o->lid) : ibv_attach_mcast(qp, &o->gid, o->lid);
+	case K_DETACH:
+	case K_CLEANUP:
+		return s ? rs_detach(qp, &o->gid, o->lid) : ibv_detach_mcast(qp, &o->gid, o->lid);
+	case K_QUERY:
+		return s ? rs_query(ctx, o->port, o->idx, (struct ibv_gid_entry *)r->buf, o->flags, o->size)
+			 : _ibv_query_gid_ex(ctx, o->port, o->idx, (struct ibv_gid_entry *)r->buf, o->flags, o->size);
+	default:
+		return r->ret; /* no call */
+	}
+}
+
 /* Runs `o` on side s (0 = rdma-core, 1 = rsverbs). */
 static void exec_op(const struct op *o, int s, struct result *r)
 {
@@ -321,23 +338,7 @@ static void exec_op(const struct op *o, int s, struct result *r)
 	}
 	if (o->closed_fd)
 		ctx->cmd_fd = CLOSED_FD;
-	errno = SENTINEL;
-	switch (o->kind) {
-	case K_ATTACH:
-		r->ret = s ? rs_attach(qp, &o->gid, o->lid) : ibv_attach_mcast(qp, &o->gid, o->lid);
-		break;
-	case K_DETACH:
-	case K_CLEANUP:
-		r->ret = s ? rs_detach(qp, &o->gid, o->lid) : ibv_detach_mcast(qp, &o->gid, o->lid);
-		break;
-	case K_QUERY:
-		r->ret = s ? rs_query(ctx, o->port, o->idx, (struct ibv_gid_entry *)r->buf, o->flags, o->size)
-			   : _ibv_query_gid_ex(ctx, o->port, o->idx, (struct ibv_gid_entry *)r->buf, o->flags, o->size);
-		break;
-	default:
-		break;
-	}
-	r->err = errno;
+	r->ret = SENTINEL_CALL(&r->err, call_op(o, s, ctx, qp, r));
 	ctx->cmd_fd = saved_fd;
 	/* A real (not fake) QP whose call succeeded changed state. Fake QPs
 	 * carry unknown or wrong-type handles, so they change nothing. */
