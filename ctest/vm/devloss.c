@@ -381,18 +381,16 @@ static int do_eio(int write_route)
 int main(int argc, char **argv)
 {
 	int write_route = 0;
+	const struct opt opts[] = {
+		{ .name = "-d", .str = &devname },
+		{ .name = "-i", .str = &ifname },
+		{ .name = "-o", .str = &othername },
+		{ .name = "-w", .on = &write_route },
+		{ .name = NULL },
+	};
 	if (argc < 2)
 		return 2;
-	for (int i = 2; i < argc; i++) {
-		if (!strcmp(argv[i], "-d") && i + 1 < argc)
-			devname = argv[++i];
-		else if (!strcmp(argv[i], "-i") && i + 1 < argc)
-			ifname = argv[++i];
-		else if (!strcmp(argv[i], "-o") && i + 1 < argc)
-			othername = argv[++i];
-		else if (!strcmp(argv[i], "-w"))
-			write_route = 1;
-	}
+	parse_opts(argc, argv, 2, opts, NULL);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	print_served_by(stderr);
 	if (!strcmp(argv[1], "delete"))
