@@ -451,18 +451,20 @@ static void reuse_cases(struct ibv_device *dev)
 int main(int argc, char **argv)
 {
 	const char *devname = "rxe1";
-	int n;
+	int n, fallback = 0;
+	const struct opt opts[] = {
+		{ .name = "-d", .str = &devname },
+		{ .name = "fallback", .on = &fallback },
+		{ .name = NULL },
+	};
 
 	if (!realpath(argv[0], self_path) && !realpath("/proc/self/exe", self_path))
 		return 2;
 	if (argc >= 4 && !strcmp(argv[1], "exec-child"))
 		return exec_child(atoi(argv[2]), argv[3]);
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "-d") && i + 1 < argc)
-			devname = argv[++i];
-		else if (!strcmp(argv[i], "fallback"))
-			mode_fallback = "fallback";
-	}
+	parse_opts(argc, argv, 1, opts, NULL);
+	if (fallback)
+		mode_fallback = "fallback";
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	print_served_by(stderr);
 	struct ibv_device **list = ibv_get_device_list(&n);
