@@ -31,8 +31,8 @@
 
 /* Evaluates `call` (a verb call, or any expression) with errno seeded with
  * SENTINEL, so that "errno untouched" is visible, and stores the errno it
- * leaves in *(errp) right after it; the value is the call's. Every line the
- * programs print for a call (return value, errno) is made this way. */
+ * leaves in *(errp) right after it; the value is the call's. For the
+ * programs' result lines: a call's return value and errno. */
 #define SENTINEL_CALL(errp, call)                                              \
 	__extension__({                                                        \
 		errno = SENTINEL;                                              \
