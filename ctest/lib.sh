@@ -37,3 +37,21 @@ tcp_listening() {
   done
   return 1
 }
+# dummy_rxe NETDEV RXEDEV ADDR4/LEN ADDR6/LEN (guest suites, as root): a dummy
+# netdev NETDEV, up, with the two addresses (the IPv6 one nodad), and a
+# Soft-RoCE device RXEDEV on it; returns non-zero when a step fails.  Sets the
+# EXIT trap (replacing any) to dummy_rxe_remove, which deletes both again; a
+# suite that removes them itself calls it and clears the trap.  Only defined
+# here: lib.sh is sourced on the host too.
+dummy_rxe() {
+  DUMMY_RXE_NETDEV=$1 DUMMY_RXE_DEV=$2
+  trap dummy_rxe_remove EXIT
+  ip link add "$1" type dummy && ip link set "$1" up &&
+    ip addr add "$3" dev "$1" && ip -6 addr add "$4" dev "$1" nodad &&
+    timeout 60 rdma link add "$2" type rxe netdev "$1"
+}
+dummy_rxe_remove() {
+  [ -n "${DUMMY_RXE_DEV:-}" ] || return 0
+  timeout 60 rdma link delete "$DUMMY_RXE_DEV" 2>/dev/null
+  timeout 20 ip link delete "$DUMMY_RXE_NETDEV" 2>/dev/null
+}

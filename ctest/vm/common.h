@@ -29,6 +29,18 @@
 #define RDMA_VERBS_IOCTL_REQ 0xc0181b01u
 #define SENTINEL 4242
 
+/* Evaluates `call` (a verb call, or any expression) with errno seeded with
+ * SENTINEL, so that "errno untouched" is visible, and stores the errno it
+ * leaves in *(errp) right after it; the value is the call's. For the
+ * programs' result lines: a call's return value and errno. */
+#define SENTINEL_CALL(errp, call)                                              \
+	__extension__({                                                        \
+		errno = SENTINEL;                                              \
+		__typeof__(call) sentinel_ret_ = (call);                       \
+		*(errp) = errno;                                               \
+		sentinel_ret_;                                                 \
+	})
+
 /* A test program's fatal error (a setup error, not a test's failure):
  * "PROG_NAME: error: MESSAGE" on stderr, and exit status 2. For the programs
  * that define PROG_NAME before including this header. */
@@ -44,6 +56,50 @@ __attribute__((noreturn, format(printf, 1, 2))) static void die(const char *fmt,
 	exit(2);
 }
 #endif
+
+/* An option of parse_opts, as written on the command line: "-d", "--seed",
+ * "fallback". With `str` (the string), `num` (its atoi) or `lnum` (its
+ * atol) it takes the argument after it as its value; with `on` or `off` it
+ * takes none and stores 1 or 0. */
+struct opt {
+	const char *name;
+	const char **str;
+	int *num;
+	long *lnum;
+	int *on, *off;
+};
+
+/* Walks argv[i..argc) in order. An argument that names one of `opts` (a
+ * table ended by a NULL name) is taken, with the next argument, whatever it
+ * is, as its value where it takes one; as the last argument such an option
+ * is not recognised. Any other argument goes to `rest` with whether it is
+ * the last one (no `rest`: ignored); a non-zero return from `rest` ends the
+ * walk and is parse_opts' value. Returns 0 otherwise. */
+static inline int parse_opts(int argc, char **argv, int i, const struct opt *opts,
+			     int (*rest)(const char *arg, int last))
+{
+	for (; i < argc; i++) {
+		const struct opt *o = opts;
+		while (o->name && (strcmp(argv[i], o->name) || (!o->on && !o->off && i + 1 == argc)))
+			o++;
+		if (!o->name) {
+			int r = rest ? rest(argv[i], i + 1 == argc) : 0;
+			if (r)
+				return r;
+		} else if (o->on) {
+			*o->on = 1;
+		} else if (o->off) {
+			*o->off = 0;
+		} else if (o->str) {
+			*o->str = argv[++i];
+		} else if (o->num) {
+			*o->num = atoi(argv[++i]);
+		} else {
+			*o->lnum = atol(argv[++i]);
+		}
+	}
+	return 0;
+}
 
 static inline uint64_t now_ns(void)
 {

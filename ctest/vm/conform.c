@@ -19,19 +19,11 @@ static void line(const char *dev, const char *name, int ret, int err)
 	ncases++;
 }
 
-static int mc(struct ibv_qp *qp, int attach, const union ibv_gid *g, uint16_t lid, int *err)
-{
-	int ret;
-	errno = SENTINEL;
-	ret = attach ? ibv_attach_mcast(qp, g, lid) : ibv_detach_mcast(qp, g, lid);
-	*err = errno;
-	return ret;
-}
-
-#define MC(qp, att, g, lid, name)                                              \
-	do {                                                                   \
-		int e_, r_ = mc(qp, att, g, lid, &e_);                         \
-		line(dev, name, r_, e_);                                       \
+#define MC(qp, att, g, lid, name)                                                              \
+	do {                                                                                   \
+		int e_, r_ = SENTINEL_CALL(&e_, (att) ? ibv_attach_mcast(qp, g, lid)           \
+						      : ibv_detach_mcast(qp, g, lid)); \
+		line(dev, name, r_, e_);                                                       \
 	} while (0)
 
 struct objs {
@@ -86,9 +78,8 @@ static void mcast_cases(const char *dev, struct objs *o)
 	/* Groups keyed on (gid, lid): two lids of one gid are two entries. */
 	MC(ud, 1, &g6, 0, "attach-gid-lid0");
 	MC(ud, 1, &g4, 0, "attach-second-group");
-	errno = SENTINEL;
-	r = ibv_destroy_qp(ud);
-	line(dev, "destroy-attached-qp", r, errno);
+	r = SENTINEL_CALL(&e, ibv_destroy_qp(ud));
+	line(dev, "destroy-attached-qp", r, e);
 	MC(ud, 0, &g6, 0, "detach-lid0-after-ebusy");
 	MC(ud, 0, &g4, 0, "detach-second-group");
 
@@ -120,7 +111,7 @@ static void mcast_cases(const char *dev, struct objs *o)
 		tmp = g6;
 		tmp.raw[12] = i >> 8;
 		tmp.raw[13] = i & 0xff;
-		r = mc(ud2, 1, &tmp, 0, &e);
+		r = SENTINEL_CALL(&e, ibv_attach_mcast(ud2, &tmp, 0));
 		if (r) {
 			fret = r, ferr = e;
 			break;
@@ -131,7 +122,7 @@ static void mcast_cases(const char *dev, struct objs *o)
 		tmp = g6;
 		tmp.raw[12] = i >> 8;
 		tmp.raw[13] = i & 0xff;
-		if (mc(ud2, 0, &tmp, 0, &e) == 0)
+		if (SENTINEL_CALL(&e, ibv_detach_mcast(ud2, &tmp, 0)) == 0)
 			det++;
 		else
 			derr = e;
@@ -146,7 +137,7 @@ static void mcast_cases(const char *dev, struct objs *o)
 	ok = 0, ferr = 0, fret = 0, det = 0;
 	for (int i = 0; i < nq; i++) {
 		qps[i] = new_qp(o, IBV_QPT_UD);
-		r = mc(qps[i], 1, &g4, 0, &e);
+		r = SENTINEL_CALL(&e, ibv_attach_mcast(qps[i], &g4, 0));
 		if (r) {
 			fret = r, ferr = e;
 			break;
@@ -154,7 +145,7 @@ static void mcast_cases(const char *dev, struct objs *o)
 		ok++;
 	}
 	for (int i = 0; i < nq && qps[i]; i++) {
-		if (i < ok && mc(qps[i], 0, &g4, 0, &e) == 0)
+		if (i < ok && SENTINEL_CALL(&e, ibv_detach_mcast(qps[i], &g4, 0)) == 0)
 			det++;
 		ibv_destroy_qp(qps[i]);
 	}
@@ -162,9 +153,8 @@ static void mcast_cases(const char *dev, struct objs *o)
 	snprintf(name, sizeof(name), "qps-per-group ok=%d then ret=%d errno=%d detached=%d", ok, fret, ferr, det);
 	line(dev, name, 0, 0);
 
-	errno = SENTINEL;
-	r = ibv_destroy_qp(ud);
-	line(dev, "destroy-after-detach", r, errno);
+	r = SENTINEL_CALL(&e, ibv_destroy_qp(ud));
+	line(dev, "destroy-after-detach", r, e);
 	ibv_destroy_qp(ud2);
 	ibv_destroy_qp(rc);
 	ibv_destroy_qp(uc);
@@ -180,9 +170,7 @@ static int query(const char *dev, const char *name, struct ibv_context *ctx, uin
 	int ret, err;
 
 	memset(buf, 0xa5, cap);
-	errno = SENTINEL;
-	ret = _ibv_query_gid_ex(ctx, port, idx, (struct ibv_gid_entry *)buf, flags, size);
-	err = errno;
+	ret = SENTINEL_CALL(&err, _ibv_query_gid_ex(ctx, port, idx, (struct ibv_gid_entry *)buf, flags, size));
 	if (print) {
 		printf("%s %s port=%u idx=%u flags=%#x size=%zu ret=%d errno=%d ", dev, name, port, idx,
 		       flags, size, ret, err);
@@ -219,9 +207,7 @@ static void gid_cases(const char *dev, struct ibv_context *ctx)
 	for (uint32_t i = 0; i < 1024; i++) {
 		struct ibv_gid_entry e;
 		memset(&e, 0xa5, sizeof(e));
-		errno = SENTINEL;
-		int r = ibv_query_gid_ex(ctx, 1, i, &e, 0);
-		int err = errno;
+		int err, r = SENTINEL_CALL(&err, ibv_query_gid_ex(ctx, 1, i, &e, 0));
 		counts[r & 127]++;
 		h = (h ^ fnv((unsigned char *)&e, sizeof(e)) ^ (uint64_t)r << 32 ^ (uint64_t)err) * 0x100000001b3ull;
 		if (r == ENODATA && first_empty < 0)

@@ -81,18 +81,16 @@ static void close_objs(struct objs *o)
 
 static void mc_line(const char *name, struct ibv_qp *qp, int attach, const union ibv_gid *g)
 {
-	errno = SENTINEL;
-	int r = attach ? ibv_attach_mcast(qp, g, 0) : ibv_detach_mcast(qp, g, 0);
-	printf("R %s ret=%d errno=%d\n", name, r, errno);
+	int e, r = SENTINEL_CALL(&e, attach ? ibv_attach_mcast(qp, g, 0) : ibv_detach_mcast(qp, g, 0));
+	printf("R %s ret=%d errno=%d\n", name, r, e);
 }
 
 static void q_port(const char *name, struct ibv_context *ctx, uint32_t port, uint32_t idx, uint32_t flags, size_t size)
 {
 	unsigned char buf[128];
 	memset(buf, 0xa5, sizeof(buf));
-	errno = SENTINEL;
-	int r = _ibv_query_gid_ex(ctx, port, idx, (struct ibv_gid_entry *)buf, flags, size);
-	printf("R %s port=%u idx=%u flags=%u size=%zu ret=%d errno=%d ", name, port, idx, flags, size, r, errno);
+	int e, r = SENTINEL_CALL(&e, _ibv_query_gid_ex(ctx, port, idx, (struct ibv_gid_entry *)buf, flags, size));
+	printf("R %s port=%u idx=%u flags=%u size=%zu ret=%d errno=%d ", name, port, idx, flags, size, r, e);
 	for (size_t i = 0; i < (size < 64 ? size : 64); i++)
 		printf("%02x", buf[i]);
 	printf("\n");
@@ -252,9 +250,9 @@ static int do_delete(void)
 	struct ibv_device **list2 = ibv_get_device_list(&n);
 	printf("R gone listed=%s\n", find(list2, devname) ? "yes" : "no");
 	ibv_free_device_list(list2);
-	errno = SENTINEL;
-	struct ibv_context *c = ibv_open_device(dev);
-	printf("R gone open-old-device %s errno=%d\n", c ? "opened" : "failed", c ? 0 : errno);
+	int e;
+	struct ibv_context *c = SENTINEL_CALL(&e, ibv_open_device(dev));
+	printf("R gone open-old-device %s errno=%d\n", c ? "opened" : "failed", c ? 0 : e);
 	if (c)
 		ibv_close_device(c);
 
@@ -373,9 +371,8 @@ static int do_eio(int write_route)
 	q_line("eio-fresh-context-query", o2.ctx, 0, 0, 32);
 	q_line("eio-fresh-context-query-size70000", o2.ctx, 0, 0, 70000);
 	mc_line("eio-fresh-context-detach", o2.qp[0], 0, &g3);
-	errno = SENTINEL;
-	int r = ibv_destroy_qp(o.qp[0]);
-	printf("R eio-destroy-qp ret=%d errno=%d\n", r, errno);
+	int e, r = SENTINEL_CALL(&e, ibv_destroy_qp(o.qp[0]));
+	printf("R eio-destroy-qp ret=%d errno=%d\n", r, e);
 	/* Exit without cleanup: closing the fds lets the kernel detach and
 	 * destroy everything. */
 	return 0;
@@ -384,18 +381,16 @@ static int do_eio(int write_route)
 int main(int argc, char **argv)
 {
 	int write_route = 0;
+	const struct opt opts[] = {
+		{ .name = "-d", .str = &devname },
+		{ .name = "-i", .str = &ifname },
+		{ .name = "-o", .str = &othername },
+		{ .name = "-w", .on = &write_route },
+		{ .name = NULL },
+	};
 	if (argc < 2)
 		return 2;
-	for (int i = 2; i < argc; i++) {
-		if (!strcmp(argv[i], "-d") && i + 1 < argc)
-			devname = argv[++i];
-		else if (!strcmp(argv[i], "-i") && i + 1 < argc)
-			ifname = argv[++i];
-		else if (!strcmp(argv[i], "-o") && i + 1 < argc)
-			othername = argv[++i];
-		else if (!strcmp(argv[i], "-w"))
-			write_route = 1;
-	}
+	parse_opts(argc, argv, 2, opts, NULL);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	print_served_by(stderr);
 	if (!strcmp(argv[1], "delete"))

@@ -15,14 +15,7 @@ W=$(mktemp -d)
 T0=$(date +%s)
 ND=dummydl RD=rxedl
 
-cleanup() {
-  timeout 60 rdma link delete $RD 2>/dev/null
-  timeout 20 ip link delete $ND 2>/dev/null
-}
-trap cleanup EXIT
-ip link add $ND type dummy && ip link set $ND up &&
-  ip addr add 198.18.0.1/24 dev $ND && ip -6 addr add 2001:db8:d1::1/64 dev $ND nodad &&
-  timeout 60 rdma link add $RD type rxe netdev $ND
+dummy_rxe $ND $RD 198.18.0.1/24 2001:db8:d1::1/64
 check "set up $RD on $ND" test $? -eq 0
 for ((i = 0; i < 300; i++)); do
   read -r g < /sys/class/infiniband/$RD/ports/1/gids/1 2>/dev/null &&
@@ -111,7 +104,7 @@ for route in ioctl write; do
   done
 done
 
-cleanup
+dummy_rxe_remove
 trap - EXIT
 check "$RD and $ND removed" sh -c "[ ! -e /sys/class/infiniband/$RD ] && ! ip link show $ND >/dev/null 2>&1"
 mkdir -p /out/devloss && cp "$W"/* /out/devloss/

@@ -69,7 +69,6 @@ static const char *strerrorname_np(int e)
 }
 #endif
 
-#define SENTINEL 4242
 #define MAXDEV 2
 #define NQP 6     /* UD reset, UD init, UD rts, UD reset, RC, UC */
 #define MAXENT 64 /* tracked attachments per QP (the pool is smaller) */
@@ -297,6 +296,24 @@ static void gen(struct op *o)
 	}
 }
 
+/* The call of `o` on side s (0 = rdma-core, 1 = rsverbs), on `qp` (attach,
+ * detach) or `ctx` (query, into r->buf). */
+static int call_op(const struct op *o, int s, struct ibv_context *ctx, struct ibv_qp *qp, struct result *r)
+{
+	switch (o->kind) {
+	case K_ATTACH:
+		return s ? rs_attach(qp, &o->gid, o->lid) : ibv_attach_mcast(qp, &o->gid, o->lid);
+	case K_DETACH:
+	case K_CLEANUP:
+		return s ? rs_detach(qp, &o->gid, o->lid) : ibv_detach_mcast(qp, &o->gid, o->lid);
+	case K_QUERY:
+		return s ? rs_query(ctx, o->port, o->idx, (struct ibv_gid_entry *)r->buf, o->flags, o->size)
+			 : _ibv_query_gid_ex(ctx, o->port, o->idx, (struct ibv_gid_entry *)r->buf, o->flags, o->size);
+	default:
+		return r->ret; /* no call */
+	}
+}
+
 /* Runs `o` on side s (0 = rdma-core, 1 = rsverbs). */
 static void exec_op(const struct op *o, int s, struct result *r)
 {
@@ -321,23 +338,7 @@ static void exec_op(const struct op *o, int s, struct result *r)
 	}
 	if (o->closed_fd)
 		ctx->cmd_fd = CLOSED_FD;
-	errno = SENTINEL;
-	switch (o->kind) {
-	case K_ATTACH:
-		r->ret = s ? rs_attach(qp, &o->gid, o->lid) : ibv_attach_mcast(qp, &o->gid, o->lid);
-		break;
-	case K_DETACH:
-	case K_CLEANUP:
-		r->ret = s ? rs_detach(qp, &o->gid, o->lid) : ibv_detach_mcast(qp, &o->gid, o->lid);
-		break;
-	case K_QUERY:
-		r->ret = s ? rs_query(ctx, o->port, o->idx, (struct ibv_gid_entry *)r->buf, o->flags, o->size)
-			   : _ibv_query_gid_ex(ctx, o->port, o->idx, (struct ibv_gid_entry *)r->buf, o->flags, o->size);
-		break;
-	default:
-		break;
-	}
-	r->err = errno;
+	r->ret = SENTINEL_CALL(&r->err, call_op(o, s, ctx, qp, r));
 	ctx->cmd_fd = saved_fd;
 	/* A real (not fake) QP whose call succeeded changed state. Fake QPs
 	 * carry unknown or wrong-type handles, so they change nothing. */
@@ -498,40 +499,41 @@ static void open_twins(const char *name)
 	ibv_free_device_list(list);
 }
 
+/* parse_opts' `rest`: a device, whose twins are opened there and then (the
+ * first MAXDEV devices), or an unknown option (exit 2). */
+static int dev_arg(const char *arg, int last)
+{
+	if (arg[0] == '-') {
+		fprintf(stderr, "diffrand: unknown option %s\n", arg);
+		return 2;
+	}
+	if (ndevs < MAXDEV)
+		open_twins(arg);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	const char *lib = getenv("RSVERBS_LIB"), *resfile = NULL;
+	const char *lib = getenv("RSVERBS_LIB"), *resfile = NULL, *seed_arg = getenv("DIFFRAND_SEED");
 	long want = 10000;
 	int have_seed = 0;
+	const struct opt opts[] = {
+		{ .name = "--lib", .str = &lib },
+		{ .name = "--seed", .str = &seed_arg },
+		{ .name = "--ops", .lnum = &want },
+		{ .name = "--results", .str = &resfile },
+		{ .name = "--label", .str = &label },
+		{ .name = "--fallback", .on = &fallback },
+		{ .name = "--no-collide", .off = &collide },
+		{ .name = "--closed-fd-pct", .num = &closed_pct },
+		{ .name = "--verbose", .on = &verbose },
+		{ .name = NULL },
+	};
 
-	if (getenv("DIFFRAND_SEED"))
-		seed = strtoull(getenv("DIFFRAND_SEED"), NULL, 0), have_seed = 1;
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--lib") && i + 1 < argc)
-			lib = argv[++i];
-		else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
-			seed = strtoull(argv[++i], NULL, 0), have_seed = 1;
-		else if (!strcmp(argv[i], "--ops") && i + 1 < argc)
-			want = atol(argv[++i]);
-		else if (!strcmp(argv[i], "--results") && i + 1 < argc)
-			resfile = argv[++i];
-		else if (!strcmp(argv[i], "--label") && i + 1 < argc)
-			label = argv[++i];
-		else if (!strcmp(argv[i], "--fallback"))
-			fallback = 1;
-		else if (!strcmp(argv[i], "--no-collide"))
-			collide = 0;
-		else if (!strcmp(argv[i], "--closed-fd-pct") && i + 1 < argc)
-			closed_pct = atoi(argv[++i]);
-		else if (!strcmp(argv[i], "--verbose"))
-			verbose = 1;
-		else if (argv[i][0] == '-') {
-			fprintf(stderr, "diffrand: unknown option %s\n", argv[i]);
-			return 2;
-		} else if (ndevs < MAXDEV) {
-			open_twins(argv[i]);
-		}
-	}
+	if (parse_opts(argc, argv, 1, opts, dev_arg))
+		return 2;
+	if (seed_arg)
+		seed = strtoull(seed_arg, NULL, 0), have_seed = 1;
 	if (!ndevs || !lib) {
 		fprintf(stderr, "usage: diffrand [--lib RSVERBS_LIB] [--seed N] [--ops N] [--results FILE] "
 				"[--label TEXT] [--fallback] [--no-collide] [--closed-fd-pct N] [--verbose] DEV...\n");

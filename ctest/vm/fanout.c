@@ -50,36 +50,39 @@ struct opts {
 	int port, receivers, bursts, burst, id, join, skip;
 };
 
+/* parse_opts' `rest`: every option but --join takes a value, so a last
+ * argument that is none of them lacks one; any other is unknown. */
+static int bad_opt(const char *arg, int last)
+{
+	if (last)
+		die("%s needs a value", arg);
+	die("unknown option %s", arg);
+}
+
 static void parse(int argc, char **argv, struct opts *o)
 {
 	*o = (struct opts){ .plan = "all", .group = "239.77.0.1", .expect = "all",
 			    .bursts = 4, .burst = 100, .id = -1, .skip = -1 };
 	o->dev = getenv("RSVERBS_NET_DEV") ? getenv("RSVERBS_NET_DEV") : "rxe2";
+	const struct opt opts[] = {
+		{ .name = "--join", .on = &o->join },
+		{ .name = "--port", .num = &o->port },
+		{ .name = "--receivers", .num = &o->receivers },
+		{ .name = "--bursts", .num = &o->bursts },
+		{ .name = "--burst", .num = &o->burst },
+		{ .name = "--id", .num = &o->id },
+		{ .name = "--skip", .num = &o->skip },
+		{ .name = "--server", .str = &o->server },
+		{ .name = "--plan", .str = &o->plan },
+		{ .name = "--group", .str = &o->group },
+		{ .name = "--dev", .str = &o->dev },
+		{ .name = "--expect", .str = &o->expect },
+		{ .name = NULL },
+	};
 	if (argc < 2)
 		die("usage: fanout send|recv|gather|ready [options] (see ctest/vm/fanout.c)");
 	o->mode = argv[1];
-	for (int i = 2; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (!strcmp(a, "--join")) {
-			o->join = 1;
-			continue;
-		}
-		if (!v)
-			die("%s needs a value", a);
-		i++;
-		if (!strcmp(a, "--port")) o->port = atoi(v);
-		else if (!strcmp(a, "--receivers")) o->receivers = atoi(v);
-		else if (!strcmp(a, "--bursts")) o->bursts = atoi(v);
-		else if (!strcmp(a, "--burst")) o->burst = atoi(v);
-		else if (!strcmp(a, "--id")) o->id = atoi(v);
-		else if (!strcmp(a, "--skip")) o->skip = atoi(v);
-		else if (!strcmp(a, "--server")) o->server = v;
-		else if (!strcmp(a, "--plan")) o->plan = v;
-		else if (!strcmp(a, "--group")) o->group = v;
-		else if (!strcmp(a, "--dev")) o->dev = v;
-		else if (!strcmp(a, "--expect")) o->expect = v;
-		else die("unknown option %s", a);
-	}
+	parse_opts(argc, argv, 2, opts, bad_opt);
 	if (o->port <= 0 || o->port > 65535)
 		die("--port 1..65535 required");
 	if (strcmp(o->expect, "all") && strcmp(o->expect, "none"))

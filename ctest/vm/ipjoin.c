@@ -30,9 +30,7 @@ static int call(const char *what, int attach, struct ibv_qp *qp, const char *qna
 {
 	char s[64];
 	int rc, e;
-	errno = SENTINEL;
-	rc = attach ? ibv_attach_mcast(qp, g, lid) : ibv_detach_mcast(qp, g, lid);
-	e = errno;
+	rc = SENTINEL_CALL(&e, attach ? ibv_attach_mcast(qp, g, lid) : ibv_detach_mcast(qp, g, lid));
 	inet_ntop(AF_INET6, g->raw, s, sizeof(s));
 	printf("call %s %s %s %s lid=%#x rc=%d errno=%d\n", what, attach ? "attach" : "detach", qname, s, lid, rc, e);
 	return rc;

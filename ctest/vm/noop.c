@@ -11,10 +11,7 @@
 
 static void mc(struct ibv_qp *qp, int attach, const union ibv_gid *g, uint16_t lid, const char *name)
 {
-	int ret, err;
-	errno = SENTINEL;
-	ret = attach ? ibv_attach_mcast(qp, g, lid) : ibv_detach_mcast(qp, g, lid);
-	err = errno;
+	int err, ret = SENTINEL_CALL(&err, attach ? ibv_attach_mcast(qp, g, lid) : ibv_detach_mcast(qp, g, lid));
 	printf("%s ret=%d errno=%d\n", name, ret, err);
 }
 
@@ -61,9 +58,8 @@ int main(int argc, char **argv)
 	mc(rc, 1, &g6, 0, "attach-closed-fd");
 	mc(rc, 0, &g6, 0, "detach-closed-fd");
 	ctx->cmd_fd = fd;
-	for (int i = 0; i < 1000; i++) {
-		errno = SENTINEL;
-		if (ibv_attach_mcast(rc, &g6, (uint16_t)i) != EOPNOTSUPP || errno != SENTINEL) {
+	for (int i = 0, e; i < 1000; i++) {
+		if (SENTINEL_CALL(&e, ibv_attach_mcast(rc, &g6, (uint16_t)i)) != EOPNOTSUPP || e != SENTINEL) {
 			printf("repeat-%d differs\n", i);
 			break;
 		}

@@ -33,19 +33,10 @@ static struct ibv_device *find_dev(struct ibv_device **list, int n, const char *
 	return NULL;
 }
 
-static int mc(struct ibv_qp *qp, int attach, const union ibv_gid *g, uint16_t lid, int *err)
-{
-	int ret;
-	errno = SENTINEL;
-	ret = attach ? ibv_attach_mcast(qp, g, lid) : ibv_detach_mcast(qp, g, lid);
-	*err = errno;
-	return ret;
-}
-
 static void mc_line(const char *tag, const char *name, struct ibv_qp *qp, int attach, const union ibv_gid *g,
 		    uint16_t lid)
 {
-	int e, r = mc(qp, attach, g, lid, &e);
+	int e, r = SENTINEL_CALL(&e, attach ? ibv_attach_mcast(qp, g, lid) : ibv_detach_mcast(qp, g, lid));
 	printf("%s %s ret=%d errno=%d\n", tag, name, r, e);
 }
 
@@ -60,9 +51,7 @@ static void q_line(const char *tag, const char *name, struct ibv_context *ctx, u
 	int ret, err;
 
 	memset(buf, 0xa5, alloc);
-	errno = SENTINEL;
-	ret = _ibv_query_gid_ex(ctx, port, idx, at ? at : (struct ibv_gid_entry *)buf, flags, size);
-	err = errno;
+	ret = SENTINEL_CALL(&err, _ibv_query_gid_ex(ctx, port, idx, at ? at : (struct ibv_gid_entry *)buf, flags, size));
 	printf("%s %s port=%u idx=%u flags=%#x size=%zu ret=%d errno=%d ", tag, name, port, idx, flags, size, ret,
 	       err);
 	for (size_t i = 0; i < size && i < 64 && i < alloc; i++)
@@ -157,9 +146,7 @@ static void null_cases(struct objs *o, struct ibv_qp *qp)
 		pid_t pid = fork();
 		if (pid == 0) {
 			int r[2];
-			errno = SENTINEL;
-			r[0] = null_call(c, o, qp);
-			r[1] = errno;
+			r[0] = SENTINEL_CALL(&r[1], null_call(c, o, qp));
 			if (write(fds[1], r, sizeof(r)) != sizeof(r))
 				_exit(3);
 			_exit(0);
@@ -291,17 +278,15 @@ static void gid_arg_cases(struct objs *o)
 	 * an ioctl wrote defined (libibverbs/cmd_ioctl.c finalize_attr). */
 	{
 		struct ibv_gid_entry fresh;
-		errno = SENTINEL;
-		int fr = ibv_query_gid_ex(o->ctx, 1, 0, &fresh, 0);
-		printf("R fresh-entry ret=%d errno=%d type=%u ifindex-set=%d gid0=%02x\n", fr, errno,
+		int fe, fr = SENTINEL_CALL(&fe, ibv_query_gid_ex(o->ctx, 1, 0, &fresh, 0));
+		printf("R fresh-entry ret=%d errno=%d type=%u ifindex-set=%d gid0=%02x\n", fr, fe,
 		       fr ? 0u : fresh.gid_type, fr ? 0 : fresh.ndev_ifindex != 0, fr ? 0u : fresh.gid.raw[0]);
 	}
 	/* Misaligned entry: fine for both. */
 	unsigned char *buf = malloc(128);
 	memset(buf, 0xa5, 128);
-	errno = SENTINEL;
-	int r = _ibv_query_gid_ex(o->ctx, 1, 0, (struct ibv_gid_entry *)(buf + 1), 0, 32);
-	printf("R misaligned-entry ret=%d errno=%d fnv=%016llx\n", r, errno, (unsigned long long)fnv(buf, 128));
+	int e, r = SENTINEL_CALL(&e, _ibv_query_gid_ex(o->ctx, 1, 0, (struct ibv_gid_entry *)(buf + 1), 0, 32));
+	printf("R misaligned-entry ret=%d errno=%d fnv=%016llx\n", r, e, (unsigned long long)fnv(buf, 128));
 	free(buf);
 	/* An entry pointer the kernel cannot write: EFAULT from the ioctl.
 	 * On the sysfs route both libraries write it from user space (a
@@ -376,9 +361,8 @@ static int exec_child(int fd, const char *devname)
 	struct ibv_device **list = ibv_get_device_list(&n);
 	struct ibv_device *dev = list ? find_dev(list, n, devname) : NULL;
 	struct objs o;
-	errno = SENTINEL;
-	int r = fcntl(fd, F_GETFD);
-	printf("R exec-child-inherited-cmd-fd fcntl=%d errno=%d\n", r, r < 0 ? errno : 0);
+	int e, r = SENTINEL_CALL(&e, fcntl(fd, F_GETFD));
+	printf("R exec-child-inherited-cmd-fd fcntl=%d errno=%d\n", r, r < 0 ? e : 0);
 	if (!dev || open_objs(&o, dev)) {
 		printf("R exec-child-open failed\n");
 		return 1;
@@ -467,18 +451,20 @@ static void reuse_cases(struct ibv_device *dev)
 int main(int argc, char **argv)
 {
 	const char *devname = "rxe1";
-	int n;
+	int n, fallback = 0;
+	const struct opt opts[] = {
+		{ .name = "-d", .str = &devname },
+		{ .name = "fallback", .on = &fallback },
+		{ .name = NULL },
+	};
 
 	if (!realpath(argv[0], self_path) && !realpath("/proc/self/exe", self_path))
 		return 2;
 	if (argc >= 4 && !strcmp(argv[1], "exec-child"))
 		return exec_child(atoi(argv[2]), argv[3]);
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "-d") && i + 1 < argc)
-			devname = argv[++i];
-		else if (!strcmp(argv[i], "fallback"))
-			mode_fallback = "fallback";
-	}
+	parse_opts(argc, argv, 1, opts, NULL);
+	if (fallback)
+		mode_fallback = "fallback";
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	print_served_by(stderr);
 	struct ibv_device **list = ibv_get_device_list(&n);

@@ -506,18 +506,16 @@ int main(int argc, char **argv)
 {
 	const char *devname = "rxe1", *ifname = "dummy0";
 	int n;
+	const struct opt opts[] = {
+		{ .name = "-d", .str = &devname },
+		{ .name = "-i", .str = &ifname },
+		{ .name = "-t", .num = &nthreads },
+		{ .name = "-n", .lnum = &iters },
+		{ .name = NULL },
+	};
 	if (argc < 2)
 		return 2;
-	for (int i = 2; i < argc; i++) {
-		if (!strcmp(argv[i], "-d") && i + 1 < argc)
-			devname = argv[++i];
-		else if (!strcmp(argv[i], "-i") && i + 1 < argc)
-			ifname = argv[++i];
-		else if (!strcmp(argv[i], "-t") && i + 1 < argc)
-			nthreads = atoi(argv[++i]);
-		else if (!strcmp(argv[i], "-n") && i + 1 < argc)
-			iters = atol(argv[++i]);
-	}
+	parse_opts(argc, argv, 2, opts, NULL);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	print_served_by(stderr);
 	struct ibv_device **list = ibv_get_device_list(&n);

@@ -21,16 +21,8 @@ CYCLES=${STRESS_CYCLES:-10000}
 FORKS=${STRESS_FORKS:-150}
 ND=dummyst RD=rxest
 
-cleanup() {
-  timeout 60 rdma link delete $RD 2>/dev/null
-  timeout 20 ip link delete $ND 2>/dev/null
-}
-trap cleanup EXIT
-
 # ---- our device -----------------------------------------------------------
-ip link add $ND type dummy && ip link set $ND up &&
-  ip addr add 203.0.113.1/24 dev $ND && ip -6 addr add 2001:db8:7::1/64 dev $ND nodad &&
-  timeout 60 rdma link add $RD type rxe netdev $ND
+dummy_rxe $ND $RD 203.0.113.1/24 2001:db8:7::1/64
 check "set up $RD on $ND" test $? -eq 0
 ready() {
   local f g
@@ -131,7 +123,7 @@ done
 unset ASAN_OPTIONS
 echo "stress: ASan runs took $(( $(date +%s) - t0 )) s"
 
-cleanup
+dummy_rxe_remove
 trap - EXIT
 check "$RD and $ND removed" sh -c "[ ! -e /sys/class/infiniband/$RD ] && ! ip link show $ND >/dev/null 2>&1"
 mkdir -p /out/stress && cp "$W"/* /out/stress/

@@ -76,17 +76,15 @@ static void group(union ibv_gid *g, const char *s)
 
 static int mc(int attach, struct ibv_qp *qp, union ibv_gid *g, uint16_t lid, const char *label)
 {
-	errno = SENTINEL;
-	int rc = attach ? ibv_attach_mcast(qp, g, lid) : ibv_detach_mcast(qp, g, lid);
-	printf("trace: %s rc=%d errno=%d\n", label, rc, errno);
+	int e, rc = SENTINEL_CALL(&e, attach ? ibv_attach_mcast(qp, g, lid) : ibv_detach_mcast(qp, g, lid));
+	printf("trace: %s rc=%d errno=%d\n", label, rc, e);
 	return rc;
 }
 
 static void destroy(struct ibv_qp *qp, const char *label)
 {
-	errno = SENTINEL;
-	int rc = ibv_destroy_qp(qp);
-	printf("trace: %s rc=%d errno=%d\n", label, rc, errno);
+	int e, rc = SENTINEL_CALL(&e, ibv_destroy_qp(qp));
+	printf("trace: %s rc=%d errno=%d\n", label, rc, e);
 }
 
 int main(int argc, char **argv)
@@ -162,12 +160,11 @@ int main(int argc, char **argv)
 			return 2;
 		for (int i = 0; i < pa.gid_tbl_len; i++) {
 			struct ibv_gid_entry e;
-			errno = SENTINEL;
-			int rc = ibv_query_gid_ex(ctx, 1, i, &e, 0);
+			int err, rc = SENTINEL_CALL(&err, ibv_query_gid_ex(ctx, 1, i, &e, 0));
 			calls++;
 			found += rc == 0;
 			if (rc != 0 && rc != ENODATA)
-				printf("trace: query %d rc=%d errno=%d\n", i, rc, errno);
+				printf("trace: query %d rc=%d errno=%d\n", i, rc, err);
 		}
 		printf("trace: walk %d calls, %d entries\n", calls, found);
 	} else if (!strcmp(cmd, "attachments")) {
@@ -185,9 +182,8 @@ int main(int argc, char **argv)
 		mc(1, qp, &g, 0, "attach-1");
 		mc(1, qp, &g2, 0, "attach-2");
 		mc(1, qp, &g, 0, "attach-1-again");
-		errno = SENTINEL;
-		int n = list(qp, out, lids, 4);
-		printf("trace: attachments %d errno=%d", n, errno);
+		int e, n = SENTINEL_CALL(&e, list(qp, out, lids, 4));
+		printf("trace: attachments %d errno=%d", n, e);
 		for (int i = 0; i < n && i < 4; i++) {
 			char s[INET6_ADDRSTRLEN];
 			printf(" %s/%u", inet_ntop(AF_INET6, out[i].raw, s, sizeof(s)), lids[i]);
@@ -197,9 +193,8 @@ int main(int argc, char **argv)
 		printf("trace: attachments-after-detach %d\n", list(qp, NULL, NULL, 0));
 		mc(0, qp, &g2, 0, "detach-2");
 		printf("trace: attachments-at-end %d\n", list(qp, NULL, NULL, 0));
-		errno = SENTINEL;
-		n = list(NULL, NULL, NULL, 0);
-		printf("trace: attachments-null %d errno=%d\n", n, errno);
+		n = SENTINEL_CALL(&e, list(NULL, NULL, NULL, 0));
+		printf("trace: attachments-null %d errno=%d\n", n, e);
 		destroy(qp, "destroy");
 	} else {
 		fprintf(stderr, "trace: bad arguments (see the top of ctest/vm/trace.c)\n");

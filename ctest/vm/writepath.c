@@ -19,17 +19,11 @@ static void cycle(struct ibv_qp *qp, const char *who)
 	for (int i = 0; i < 3; i++) {
 		int r, e;
 		g.raw[15] = (uint8_t)i;
-		errno = SENTINEL;
-		r = ibv_attach_mcast(qp, &g, 0);
-		e = errno;
+		r = SENTINEL_CALL(&e, ibv_attach_mcast(qp, &g, 0));
 		printf("%s attach-%d ret=%d errno=%d\n", who, i, r, e);
-		errno = SENTINEL;
-		r = ibv_detach_mcast(qp, &g, 0);
-		e = errno;
+		r = SENTINEL_CALL(&e, ibv_detach_mcast(qp, &g, 0));
 		printf("%s detach-%d ret=%d errno=%d\n", who, i, r, e);
-		errno = SENTINEL;
-		r = ibv_detach_mcast(qp, &g, 0);
-		e = errno;
+		r = SENTINEL_CALL(&e, ibv_detach_mcast(qp, &g, 0));
 		printf("%s detach-again-%d ret=%d errno=%d\n", who, i, r, e);
 	}
 	fflush(stdout);
