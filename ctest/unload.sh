@@ -3,7 +3,7 @@
 # dlclose, then fork and exec, with the library from each linker (zig's
 # lld and GNU ld), plain, under ASan and under valgrind memcheck. Before
 # the fix the zig-linked library left its atfork handler behind and the
-# forked child died of SIGSEGV (issue 22, finding 1).
+# forked child died of SIGSEGV (docs/security.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source ctest/lib.sh

@@ -131,7 +131,7 @@ pub fn name_here(ifindex: u32) -> Option<String> {
 /// The kernel gives a GID's netdev as an ifindex of the netdev's own
 /// network namespace (uverbs_std_types_device.c `copy_gid_entries_to_user`);
 /// in another namespace the same number may name another device, or none
-/// (issue 22, finding 11). Kept only when it names, here, the netdev that
+/// (docs/security.md). Kept only when it names, here, the netdev that
 /// sysfs names for the GID (kernel sysfs.c `print_ndev`); when sysfs cannot
 /// tell, the kernel's number is taken as it is.
 fn named_alike(sysfs: Option<&str>, here: &Option<String>) -> bool {

@@ -176,8 +176,8 @@ pub fn remove(qp: QpKey, gid: &[u8; 16], lid: u16) -> usize {
 
 /// A call on `qp` whose QP number is `qpn`: entries of the same (context
 /// address, handle) with another QP number belong to a QP destroyed since,
-/// or to a closed context whose address and handle were reused (issue 22,
-/// finding 8): forget them. Returns how many were removed.
+/// or to a closed context whose address and handle were reused
+/// (docs/security.md): forget them. Returns how many were removed.
 pub fn forget_stale(qp: QpKey, qpn: u32) -> usize {
     remove_where(|a| a.qp == qp && a.qpn != qpn)
 }

@@ -1,5 +1,5 @@
 /* hostile: RSVERBS_MCAST_IPJOIN inside a program that does what real
- * programs do to a library (ctest/vm/hostile.sh; issue 22). Run preloaded
+ * programs do to a library (ctest/vm/hostile.sh, docs/security.md). Run preloaded
  * with RSVERBS_MCAST_IPJOIN=1 on DEV, whose GIDs are on NETDEV:
  *
  *   hostile reuse DEV NETDEV       the program closes rsverbs' socket, opens

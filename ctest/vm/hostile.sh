@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # RSVERBS_MCAST_IPJOIN inside a program that does to a library what real
-# programs do (ctest/vm/hostile.c; issue 22, findings 2, 3, 5 and 12 and a
+# programs do (ctest/vm/hostile.c; docs/security.md, promises 4 to 7, and a
 # refused detach), on rxe1 (dummy0), preloaded with RSVERBS_MCAST_IPJOIN=1:
 #   reuse    the program closes rsverbs' socket, reuses its number for its
 #            own and joins the same group: its fd and membership survive a

@@ -89,8 +89,8 @@ fn tid() -> i32 {
 
 /// Runs `f` with the lock held: the verb and its join or leave run under
 /// it (hooks.rs), so that a duplicate check, the kernel's answer and the
-/// counts of one (QP, group) never cross another thread's (issue 22,
-/// finding 5). None when this thread holds the lock already.
+/// counts of one (QP, group) never cross another thread's
+/// (docs/security.md). None when this thread holds the lock already.
 pub fn exclusive<R>(f: impl FnOnce(&mut State) -> R) -> Option<R> {
     let me = tid();
     while let Err(holder) = STATE.holder.compare_exchange_weak(0, me, Acquire, Relaxed) {

@@ -199,7 +199,7 @@ mod tests {
         pool.close_inherited();
     }
 
-    /// Issue 22, findings 3 and 12: past one socket's limit the pool opens
+    /// docs/security.md: past one socket's limit the pool opens
     /// more sockets, for IPv4 (ENOBUFS at igmp_max_memberships) and IPv6
     /// (ENOMEM at optmem_max) alike, with no fixed cap. Joins on lo.
     #[test]
@@ -238,7 +238,7 @@ mod tests {
         pool.close_inherited();
     }
 
-    /// Issue 22, finding 2: a socket the program closed, whose number the
+    /// docs/security.md: a socket the program closed, whose number the
     /// program reused for a socket of its own, is never used or closed.
     #[test]
     fn a_socket_the_program_reused_is_not_touched() {

@@ -198,7 +198,7 @@ mod tests {
         assert!(rows >= 60, "only {rows} rows");
     }
 
-    /// Issue 22, finding 7: a renamed copy's dummy is still the dummy.
+    /// docs/security.md: a renamed copy's dummy is still the dummy.
     #[test]
     fn a_dummy_in_a_renamed_libibverbs() {
         let at = Located { object: b"/venv/x.libs/libibverbs-07e4f8a1.so.1.14.44.0", symbol: None };
@@ -231,7 +231,7 @@ mod tests {
 
     fn a_pointer_in_this_test_binary() {}
 
-    /// Issue 22, finding 4: threads that remember different ops at once
+    /// docs/security.md: threads that remember different ops at once
     /// must never leave an op with another's class. Each trial starts the
     /// threads together on a fresh table (a spin barrier), each with its
     /// own op and class; afterwards every op recalls its own class or none.

@@ -149,7 +149,7 @@ mod tests {
         assert!(libibverbs_suffix(b"libmlx5.so.1").is_none() && libibverbs_suffix(b"libibverbsx.so.1").is_none());
     }
 
-    /// Issue 22, finding 7: the mapped file, not today's symlink target;
+    /// docs/security.md: the mapped file, not today's symlink target;
     /// the first libibverbs when the program cannot see its symbols.
     #[test]
     fn the_mapped_file_is_read_from_proc_self_maps() {

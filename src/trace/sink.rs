@@ -230,7 +230,7 @@ mod tests {
             .count()
     }
 
-    /// Issue 22, finding 6: a symlink is never followed, and a new file is
+    /// docs/security.md: a symlink is never followed, and a new file is
     /// the owner's only.
     #[test]
     fn a_symlink_is_refused_and_the_file_is_0600() {
