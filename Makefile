@@ -68,19 +68,36 @@ ZIG         := $(ZIG_DIR)/ziglang/zig
 # untraced library); the product is target/release with no features.
 CARGO_TARGET ?= target
 CARGO_FEATURES ?=
+# ARCH builds librsverbs.so.1 for another architecture (docs/architectures.md):
+# x86_64, aarch64, powerpc64le or s390x, the name Rust's and zig's targets
+# share. make lib ARCH=s390x BUILD=$(CURDIR)/build/s390x, for example.
+HOST_ARCH   := $(shell uname -m)
+ARCH        ?= $(HOST_ARCH)
+ifeq ($(ARCH),$(HOST_ARCH))
 STATICLIB   := $(CARGO_TARGET)/release/librsverbs.a
+CARGO_ARCH  :=
+GNU_CC      := $(CC)
+else
+RUST_TARGET := $(ARCH)-unknown-linux-gnu
+STATICLIB   := $(CARGO_TARGET)/$(RUST_TARGET)/release/librsverbs.a
+CARGO_ARCH  := --target $(RUST_TARGET)
+GNU_CC      := $(ARCH)-linux-gnu-gcc
+endif
 LINK_FLAGS  := -shared -Wl,-soname,$(SONAME) -Wl,--version-script=src/rsverbs.map \
                -Wl,--gc-sections -Wl,--as-needed -Wl,-z,relro,-z,now \
                -Wl,--whole-archive $(STATICLIB) -Wl,--no-whole-archive
 # What rustc's --print native-static-libs lists; zig brings its own unwinder.
 NATIVE_LIBS := -lutil -lrt -lpthread -lm -ldl -lc
+# zig knows powerpc64le's glibc from 2.19 on, so that is the floor there
+# (docs/architectures.md); 2.17 everywhere else.
+ZIG_GLIBC   := $(if $(filter powerpc64le,$(ARCH)),2.19,$(GLIBC_FLOOR))
 ifeq ($(LINKER),zig)
 LINK_CC     := env ZIG_GLOBAL_CACHE_DIR=$(RSVERBS_CACHE)/zig-cache ZIG_LOCAL_CACHE_DIR=$(RSVERBS_CACHE)/zig-cache \
-               $(ZIG) cc -target x86_64-linux-gnu.$(GLIBC_FLOOR)
+               $(ZIG) cc -target $(ARCH)-linux-gnu.$(ZIG_GLIBC)
 LINK_LIBS   := -lunwind $(NATIVE_LIBS)
 LINK_DEPS   := $(ZIG)
 else ifeq ($(LINKER),gnu)
-LINK_CC     := $(CC) -fuse-ld=bfd
+LINK_CC     := $(GNU_CC) -fuse-ld=bfd
 LINK_LIBS   := -lgcc_s $(NATIVE_LIBS)
 LINK_DEPS   :=
 else
@@ -97,7 +114,7 @@ lib: $(LIB)
 # The library's sources: everything in src/ but the command's package.
 LIB_SRCS    := $(shell find src -path src/tool -prune -o -type f -print)
 $(STATICLIB): $(LIB_SRCS) Cargo.toml Cargo.lock
-	$(CARGO) build --release --locked --lib --target-dir $(CARGO_TARGET) $(CARGO_FEATURES)
+	$(CARGO) build --release --locked --lib --target-dir $(CARGO_TARGET) $(CARGO_ARCH) $(CARGO_FEATURES)
 
 # The command (src/tool, docs/tool.md): its own package and target
 # directory, so that its build (the crate as an rlib, feature no-symver)
