@@ -104,7 +104,7 @@ else
 $(error LINKER must be zig or gnu, not '$(LINKER)')
 endif
 
-.PHONY: all lib tool header deps deps-cbindgen check check-unit check-abi check-vm check-sanitize check-traced fuzz demo compat bench matrix fanout \
+.PHONY: all lib tool header deps deps-cbindgen check check-unit check-abi check-vm check-sanitize check-traced fuzz demo compat bench matrix matrix-arch fanout \
         install install-debug uninstall clean zig deb deps-deb check-deb check-freshroot check-install
 
 all: lib tool $(BUILD)/pkgconfig/rsverbs.pc
@@ -189,6 +189,12 @@ fuzz:
 # RSVERBS_MATRIX_CELLS and RSVERBS_MATRIX_SUITES pick some).
 matrix: deps all
 	ctest/matrix.sh
+
+# The architecture axis (docs/architectures.md): the bookworm cell on
+# Debian's arm64, ppc64el and s390x kernels and userlands, under TCG.
+ARCH_CELLS  := bookworm:bookworm:arm64 bookworm:bookworm:ppc64el bookworm:bookworm:s390x
+matrix-arch: deps all
+	RSVERBS_MATRIX_CELLS="$${RSVERBS_MATRIX_CELLS:-$(ARCH_CELLS)}" ctest/matrix.sh
 
 # Every real-kernel suite again with RSVERBS_TRACE=hints (to a file in the
 # guest's tmpfs): the return values and errno must not change with tracing

@@ -21,6 +21,7 @@ K=${RSVERBS_KERNEL:-bookworm} U=${RSVERBS_USERLAND:-bookworm}
 guest_build=$ARCH_BUILD guest_bin=ctest/out/bin
 [ "$U" = bookworm ] || guest_bin=ctest/out/$U/bin
 if [ "$ARCH_FOREIGN" = 1 ]; then
+  tools/deps.sh --cross "$ARCH_RUST"
   make -s lib ARCH="$ARCH_RUST" BUILD="$PWD/$ARCH_BUILD"
   guest_bin=ctest/out/$U-$ARCH_DEB/bin
 fi
