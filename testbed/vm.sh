@@ -193,7 +193,8 @@ fetch_kernel() {
 		depmod -b "$tmp" "$KVER"
 		vmlinuz=$tmp/boot/vmlinuz-$KVER
 		[[ -f $vmlinuz ]] || vmlinuz=$tmp/lib/modules/$KVER/vmlinuz
-		[[ -f $vmlinuz ]] || die "no vmlinuz in ${KPKGS[*]}"
+		[[ -f $vmlinuz || $ARCH_DEB == ppc64el ]] || die "no vmlinuz in ${KPKGS[*]}"
+		[[ $ARCH_DEB != ppc64el || -f $tmp/boot/vmlinux-$KVER ]] || die "no vmlinux in ${KPKGS[*]}"
 		mkdir -p "$tmp/boot"
 		# Only x86's bzImage wraps its kernel; arm64's Image, s390x's
 		# vmlinuz and ppc64el's vmlinux boot with -kernel as they are.
