@@ -3,6 +3,7 @@
 //! in host byte order (uapi `rdma_user_ioctl_cmds.h`, `ib_user_verbs.h`), so
 //! a big-endian host must produce each field reversed. [`host`] turns a
 //! capture into what this host must produce, field by field.
+#![forbid(unsafe_code)]
 
 /// `le` cut into fields of `widths` bytes (which must cover it exactly),
 /// each field put in host order.
