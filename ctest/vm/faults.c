@@ -1,5 +1,5 @@
 /* faults: every syscall rsverbs makes during a verb, failed on purpose
- * with each plausible errno, at several positions (ctest/vm/faults.sh, make
+ * at each position with each plausible errno (ctest/vm/faults.sh, make
  * faults; docs/security.md).
  *
  *   faults DEV NETDEV    the scenarios below on DEV (port 1; GIDs on NETDEV)
@@ -8,9 +8,7 @@
  * syscall reported to this process (seccomp SECCOMP_RET_USER_NOTIF, Linux
  * 5.0; SECCOMP_USER_NOTIF_FLAG_CONTINUE, 5.5) and counts them; then, for
  * each watched syscall, each of its errnos and each position N up to that
- * count (all errnos at the first, the first errno at the second, the
- * middle and the last: `positions`), a new child runs the verb with the
- * N-th such call failed. The
+ * count, a new child runs the verb with the N-th such call failed. The
  * child does its setup before the filter and its checks after the verb
  * (results in shared memory: no syscall in between is ours), and this
  * process judges:
@@ -67,6 +65,7 @@ static const struct group groups[] = {
 #endif
 };
 #define NGROUPS (int)(sizeof(groups) / sizeof(groups[0]))
+#define MAX_POS 64
 
 enum scenario { ATTACH_COLD, ATTACH_WARM, DETACH_WARM, QUERY_COLD, QUERY_WARM, QUERY_EMPTY, NSCEN };
 static const char *scen_name[NSCEN] = { "attach-cold", "attach-warm", "detach-warm", "query-cold", "query-warm", "query-empty" };
@@ -80,7 +79,7 @@ struct shared {
 	int calls[NGROUPS];  /* census: watched calls during the verb */
 	int kept;            /* sockets the library kept after the verb */
 	int kept_max;        /* the census' `kept` (-1 in the census) */
-	int grew;            /* 1: a join was failed with ENOBUFS or ENOMEM */
+	int grew;            /* 1: the pool may open one more socket (below) */
 };
 static struct shared *sh;
 static int sh_fd; /* its memfd, which the exec'd child maps */
@@ -242,7 +241,9 @@ static void child(enum scenario s, int sock)
 	/* A failure never leaves the library more sockets than the clean run
 	 * did (the IP join's pool; none without it), but for one: ENOBUFS or
 	 * ENOMEM from a join says the socket is full, and the pool opens the
-	 * next one (ipjoin/sock.rs; ip_mc_join_group, ipv6_sock_mc_join). */
+	 * next one (ipjoin/sock.rs; ip_mc_join_group, ipv6_sock_mc_join); and
+	 * a socket whose identity fstat cannot confirm is set aside, never
+	 * closed (it may be the program's now: docs/security.md, promise 4). */
 	if (sh->kept_max >= 0 ? sh->kept > sh->kept_max + sh->grew : sh->kept > 2)
 		child_fail("sockets: %d before, %d after (a clean run keeps %d)", socks, socks2, sh->kept_max);
 	if (fcntl(own, F_GETFD) < 0)
@@ -264,7 +265,8 @@ static int run(enum scenario s, int grp, int err, int nth)
 	int sv[2];
 	memset(sh, 0, sizeof(*sh));
 	sh->kept_max = nth ? kept_max : -1;
-	sh->grew = grp >= 0 && !strcmp(groups[grp].name, "setsockopt") && (err == ENOBUFS || err == ENOMEM);
+	sh->grew = grp >= 0 && ((!strcmp(groups[grp].name, "setsockopt") && (err == ENOBUFS || err == ENOMEM)) ||
+		!strcmp(groups[grp].name, "fstat"));
 	sh->ok = 1;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
 		die("socketpair: %s", strerror(errno));
@@ -357,26 +359,6 @@ static const char *errname(int e)
 	}
 }
 
-/* The positions failed among `calls` calls: 1, 2, the middle and the last
- * (fewer when there are fewer calls); `all` is how many of them are failed
- * with every errno of the group (the first), the others with the first
- * errno only. Under TCG every run costs a fork and a device open; these
- * four cover the first call, a retry after it, and the end of the verb. */
-static int positions(int calls, int pos[4])
-{
-	int n = 0, cand[4] = { 1, 2, (calls + 1) / 2, calls };
-	for (int i = 0; i < 4; i++) {
-		if (cand[i] < 1 || cand[i] > calls)
-			continue;
-		int dup = 0;
-		for (int k = 0; k < n; k++)
-			dup |= pos[k] == cand[i];
-		if (!dup)
-			pos[n++] = cand[i];
-	}
-	return n;
-}
-
 /* One injected run, judged. */
 static void inject(enum scenario s, int g, int err, int nth)
 {
@@ -447,11 +429,14 @@ int main(int argc, char **argv)
 		for (int g = 0; g < NGROUPS; g++)
 			printf(" %s=%d", groups[g].name, calls[g]);
 		printf(" rc=%d\n", sh->rc);
+		/* Every position, every errno (a census past MAX_POS calls of
+		 * one syscall is itself a failure: the verb is not at its floor). */
 		for (int g = 0; g < NGROUPS; g++) {
-			int pos[4], np = positions(calls[g], pos);
-			for (int i = 0; i < np; i++)
-				for (int k = 0; k < (i == 0 ? 4 : 1) && groups[g].errs[k]; k++)
-					inject((enum scenario)s, g, groups[g].errs[k], pos[i]);
+			if (calls[g] > MAX_POS)
+				die("census of %s: %d %s calls (more than %d)", scen_name[s], calls[g], groups[g].name, MAX_POS);
+			for (int n = 1; n <= calls[g]; n++)
+				for (int k = 0; k < 4 && groups[g].errs[k]; k++)
+					inject((enum scenario)s, g, groups[g].errs[k], n);
 		}
 		/* RLIMIT_NOFILE exhausted for real, nothing injected. */
 		no_fds = 1;

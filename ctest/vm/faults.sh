@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make faults (an opt-in guest suite: ctest/guest_suite.sh runs it only when
 # named, and .ci/run runs make faults): every syscall rsverbs makes during
-# a verb, failed on purpose with each plausible errno at several positions
+# a verb, failed on purpose at each position with each plausible errno
 # (ctest/vm/faults.c; docs/security.md), on rxe1 (dummy0):
 #   plain     rsverbs preloaded
 #   features  rsverbs preloaded with RSVERBS_MCAST_IPJOIN=1 and
