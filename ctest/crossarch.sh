@@ -16,9 +16,6 @@ ARCHES=${RSVERBS_CROSS_ARCHES:-aarch64 powerpc64le s390x}
 O=ctest/out/crossarch; mkdir -p "$O"
 
 # The host's library, which every cross build must match.
-# (ppc64's readelf adds "[<localentry>: N]" before the section: dropped.)
-exports() { readelf --dyn-syms -W "$1" | sed 's/\[<localentry>: [0-9]*\] //' | awk '$7 != "UND" && $7 != "ABS" && ($5 == "GLOBAL" || $5 == "WEAK") && $4 != "SECTION" {print $8}' | sort; }
-verdefs() { readelf -V -W "$1" | sed -n '/^Version definition/,/^Version needs/p' | grep -o 'Name: [^ ]*' | sort; }
 HOSTLIB=${RSVERBS_BUILD:-$PWD/build}/librsverbs.so.1
 floor=${RSVERBS_GLIBC_FLOOR:-2.17}
 
