@@ -16,7 +16,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=testbed/arch.sh
 . testbed/arch.sh
+# (Another architecture's library is always build/ARCH: RSVERBS_BUILD, which
+# the Makefile exports, names the host's.)
 B=${RSVERBS_BUILD:-$PWD/$ARCH_BUILD}
+[ "$ARCH_FOREIGN" = 0 ] || B=$PWD/$ARCH_BUILD
 U=${RSVERBS_USERLAND:-bookworm}
 CFLAGS=(-O2 -g -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -Iinclude)
 LIBS=(-lrdmacm -ldl -lpthread -lm)
