@@ -16,16 +16,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=testbed/arch.sh
 . testbed/arch.sh
-# (Another architecture's library is always build/ARCH: RSVERBS_BUILD, which
-# the Makefile exports, names the host's.)
-B=${RSVERBS_BUILD:-$PWD/$ARCH_BUILD}
-[ "$ARCH_FOREIGN" = 0 ] || B=$PWD/$ARCH_BUILD
+# Another architecture's library is always build/ARCH: RSVERBS_BUILD, which
+# the Makefile exports, names the host's.
+if [ "$ARCH_FOREIGN" = 1 ]; then B=$PWD/$ARCH_BUILD; else B=${RSVERBS_BUILD:-$PWD/build}; fi
 U=${RSVERBS_USERLAND:-bookworm}
 CFLAGS=(-O2 -g -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -Iinclude)
 LIBS=(-lrdmacm -ldl -lpthread -lm)
 
 if [ "$U" = bookworm ] && [ "$ARCH_FOREIGN" = 0 ]; then
-  out=ctest/out/bin
+  out=$(arch_test_bin "$U")
   mkdir -p "$out"
   export PKG_CONFIG_PATH=$B/pkgconfig
   for src in ctest/vm/*.c; do
@@ -41,8 +40,7 @@ if [ "$U" = bookworm ] && [ "$ARCH_FOREIGN" = 0 ]; then
 fi
 
 # ---- another userland: compile inside its root ----------------------------
-out=ctest/out/$U/bin
-[ "$ARCH_FOREIGN" = 0 ] || out=ctest/out/$U-$ARCH_DEB/bin
+out=$(arch_test_bin "$U")
 root=$(testbed/vm.sh root)
 [ -x "$root/usr/bin/gcc" ] || { echo "build: no gcc in the $U userland $root" >&2; exit 1; }
 mkdir -p "$out"

@@ -19,9 +19,8 @@ O=ctest/out/crossarch; mkdir -p "$O"
 HOSTLIB=${RSVERBS_BUILD:-$PWD/build}/librsverbs.so.1
 floor=${RSVERBS_GLIBC_FLOOR:-2.17}
 
-# The ELF machine (readelf -h) and byte order of each architecture.
-machine() { case $1 in aarch64) echo AArch64 ;; powerpc64le) echo "PowerPC64" ;; s390x) echo "IBM S/390" ;; esac; }
-order() { case $1 in s390x) echo "big endian" ;; *) echo "little endian" ;; esac; }
+# elf_is LIB MACHINE ORDER: readelf -h names them (testbed/arch.sh ARCH_ELF).
+elf_is() { local h; h=$(readelf -h "$1") && grep -q "Machine: *$2" <<< "$h" && grep -q "Data:.*$3" <<< "$h"; }
 
 # verbs.h and its siblings are architecture-independent; the target's libc
 # and kernel headers come from its cross toolchain: a directory holding
@@ -35,9 +34,9 @@ for a in $ARCHES; do
   tools/deps.sh --cross "$a" || { fail "$a: cannot install the cross toolchain (tools/deps.sh --cross $a)"; continue; }
   lib=$PWD/build/$a/librsverbs.so.1
   if make -s lib ARCH="$a" BUILD="$PWD/build/$a" > "$O/$a.build.log" 2>&1; then
-    hdr=$(readelf -h "$lib")
-    check "$a: librsverbs.so.1 is $(machine "$a"), $(order "$a")" \
-      grep -q "Machine: *$(machine "$a").*Data:.*$(order "$a")\|Data:.*$(order "$a").*Machine: *$(machine "$a")" <<< "$(tr '\n' ' ' <<< "$hdr")"
+    # shellcheck source=testbed/arch.sh
+    RSVERBS_ARCH=$a . testbed/arch.sh
+    check "$a: librsverbs.so.1 is ${ARCH_ELF%|*}, ${ARCH_ELF#*|}" elf_is "$lib" "${ARCH_ELF%|*}" "${ARCH_ELF#*|}"
     check "$a: the same exported symbols as the host's library" [ "$(exports "$lib")" = "$(exports "$HOSTLIB")" ]
     check "$a: the same version definitions as the host's library" [ "$(verdefs "$lib")" = "$(verdefs "$HOSTLIB")" ]
     newest=$(objdump -T "$lib" | grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -1)

@@ -18,12 +18,9 @@ K=${RSVERBS_KERNEL:-bookworm} U=${RSVERBS_USERLAND:-bookworm}
 # shellcheck source=testbed/arch.sh
 . testbed/arch.sh
 # What the guest runs: the library and the test programs of its architecture.
-guest_build=$ARCH_BUILD guest_bin=ctest/out/bin
-[ "$U" = bookworm ] || guest_bin=ctest/out/$U/bin
 if [ "$ARCH_FOREIGN" = 1 ]; then
   tools/deps.sh --cross "$ARCH_RUST"
   make -s lib ARCH="$ARCH_RUST" BUILD="$PWD/$ARCH_BUILD"
-  guest_bin=ctest/out/$U-$ARCH_DEB/bin
 fi
 ctest/build.sh
 # The benchmark programs are the host's (its smoke suite is not run elsewhere).
@@ -46,7 +43,7 @@ testbed/vm.sh run --timeout "${RSVERBS_VM_TIMEOUT:-1500}" --mem "$mem" --out "$o
   -- env RSVERBS_SUITES="${RSVERBS_SUITES:-}" DIFFRAND_OPS="${DIFFRAND_OPS:-}" \
   DIFFRAND_FALLBACK_OPS="${DIFFRAND_FALLBACK_OPS:-}" DIFFRAND_TIMEOUT="${DIFFRAND_TIMEOUT:-}" \
   COMPAT_TIMEOUT="${COMPAT_TIMEOUT:-}" RSVERBS_TRACE_ALL="${RSVERBS_TRACE_ALL:-}" \
-  RSVERBS_GUEST_BUILD="$guest_build" RSVERBS_GUEST_BIN="$guest_bin" ctest/guest_suite.sh || rc=$?
+  RSVERBS_GUEST_BUILD="$ARCH_BUILD" RSVERBS_GUEST_BIN="$(arch_test_bin "$U")" ctest/guest_suite.sh || rc=$?
 if [ $tally = 1 ]; then cp "$out"/*.results ctest/out/ 2>/dev/null || true; fi
 [ "$rc" -eq 0 ] || echo "vm_suite: guest suite exited with $rc ($U userland, $K kernel, $ARCH_DEB; results in $out)" >&2
 exit "$rc"

@@ -193,18 +193,21 @@ fetch_kernel() {
 		depmod -b "$tmp" "$KVER"
 		vmlinuz=$tmp/boot/vmlinuz-$KVER
 		[[ -f $vmlinuz ]] || vmlinuz=$tmp/lib/modules/$KVER/vmlinuz
-		[[ -f $vmlinuz || $ARCH_DEB == ppc64el ]] || die "no vmlinuz in ${KPKGS[*]}"
-		[[ $ARCH_DEB != ppc64el || -f $tmp/boot/vmlinux-$KVER ]] || die "no vmlinux in ${KPKGS[*]}"
 		mkdir -p "$tmp/boot"
 		# Only x86's bzImage wraps its kernel; arm64's Image, s390x's
 		# vmlinuz and ppc64el's vmlinux boot with -kernel as they are.
-		[[ $ARCH_DEB != amd64 ]] || extract_vmlinux "$vmlinuz" "$tmp/boot/vmlinux-$KVER"
+		if [[ $ARCH_DEB == amd64 ]]; then
+			[[ -f $vmlinuz ]] || die "no vmlinuz in ${KPKGS[*]}"
+			extract_vmlinux "$vmlinuz" "$tmp/boot/vmlinux-$KVER"
+		else
+			[[ -f $tmp/boot/$ARCH_KERNEL-$KVER || -f $vmlinuz ]] || die "no $ARCH_KERNEL in ${KPKGS[*]}"
+		fi
 		mv "$tmp" "$KDIR" # atomic: a present $KDIR is always complete
 	fi
 	KVER=$(ls "$KDIR/lib/modules")
-	KERNEL=$KDIR/boot/vmlinux-$KVER
-	# ppc64el's package has an ELF vmlinux only, which -kernel boots.
-	[[ -s $KERNEL && ( $ARCH_DEB == amd64 || $ARCH_DEB == ppc64el ) ]] || KERNEL=$KDIR/boot/vmlinuz-$KVER
+	# x86: the unwrapped vmlinux, else (extraction failed) the bzImage.
+	KERNEL=$KDIR/boot/$ARCH_KERNEL-$KVER
+	[[ -s $KERNEL ]] || KERNEL=$KDIR/boot/vmlinuz-$KVER
 	[[ -s $KERNEL ]] || KERNEL=$KDIR/lib/modules/$KVER/vmlinuz
 }
 
@@ -388,8 +391,7 @@ prepare_userland() {
 # qemu-user-static: mounts binfmt_misc if it is not, and registers the
 # interpreter from the package's own /usr/lib/binfmt.d entry if it is not.
 arch_binfmt() {
-	local name conf
-	case $ARCH_DEB in arm64) name=qemu-aarch64 ;; ppc64el) name=qemu-ppc64le ;; *) name=qemu-$ARCH_DEB ;; esac
+	local name=$ARCH_QEMU_USER conf
 	conf=/usr/lib/binfmt.d/$name.conf
 	[[ -r $conf ]] || die "no $conf (package qemu-user-static)"
 	if [[ ! -e /proc/sys/fs/binfmt_misc/register ]]; then

@@ -48,10 +48,10 @@ install_missing() {
 # and the Rust standard library for ARCH-unknown-linux-gnu, from rustup when
 # the toolchain is rustup's (docs/architectures.md).
 if [ "${1:-}" = --cross ]; then
-  a=${2:?--cross ARCH}
-  case $a in aarch64) d=arm64 ;; powerpc64le) d=ppc64el ;; s390x) d=s390x ;;
-    *) echo "cross: $a: not one of aarch64 powerpc64le s390x" >&2; exit 2 ;; esac
-  install_missing cross "gcc-$a-linux-gnu" "libc6-dev-$d-cross" qemu-user-static
+  # shellcheck source=testbed/arch.sh
+  RSVERBS_ARCH=${2:?--cross ARCH} . testbed/arch.sh
+  a=$ARCH_RUST
+  install_missing cross "gcc-$a-linux-gnu" "libc6-dev-$ARCH_DEB-cross" qemu-user-static
   t=$a-unknown-linux-gnu
   if ! rustc --print sysroot 2>/dev/null | xargs -I{} test -d "{}/lib/rustlib/$t"; then
     command -v rustup >/dev/null || { echo "cross: no Rust standard library for $t, and no rustup to add it" >&2; exit 1; }
