@@ -8,7 +8,7 @@
 //!   ioctl, or the sysfs walk of `query_gid_table_fb` (`sysfs::table`).
 //!
 //! All three share rdma-core's one "the kernel has no GID methods" latch
-//! per context (`query_gid_kernel_cap`): [`send`].
+//! per context (`query_gid_kernel_cap`): `send`.
 //! And [`query_gid_table`], the whole table in one QUERY_GID_TABLE ioctl,
 //! for the `rsverbs` command and the features.
 
