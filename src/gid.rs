@@ -70,7 +70,22 @@ pub unsafe fn query_gid_ex(q: &GidQuery) -> Result<()> {
 unsafe fn entry(q: &GidQuery, want: Want) -> Result<()> {
     // SAFETY: forwarded from our caller.
     let key = unsafe { q.key() };
-    match send(key, q.entry_size > MAX_ATTR_LEN, |id| q.command(id)) {
+    let first = match fast(key, q.entry_size > MAX_ATTR_LEN, |id| q.command(id)) {
+        Ok(done) => return done,
+        Err(first) => first,
+    };
+    // SAFETY: forwarded from our caller.
+    unsafe { entry_slow(q, key, first, want) }
+}
+
+/// [`entry`] past the steady state: [`slow`], then the fallback.
+///
+/// # Safety
+/// As [`query_gid_ex`].
+#[cold]
+#[inline(never)]
+unsafe fn entry_slow(q: &GidQuery, key: Key, first: Option<(Route, Error)>, want: Want) -> Result<()> {
+    match slow(key, first, q.entry_size > MAX_ATTR_LEN, &|id| q.command(id)) {
         Sent::Kernel(result) => result,
         // SAFETY: forwarded from our caller.
         Sent::Fallback => unsafe { fallback(q, key, want) },
@@ -92,18 +107,27 @@ enum Sent {
 /// Sends the GID-family command `build` makes for a driver_id, as
 /// `execute_ioctl_fallback(ctx, query_gid_kernel_cap, …)` does. `too_big`:
 /// the command has a `buffer_error` (an output longer than 65535 bytes).
-///
-/// The steady state: a known route, one ioctl, its answer.
 #[inline(always)]
 fn send(key: Key, too_big: bool, build: impl Fn(u32) -> Cmd<4>) -> Sent {
-    let first = match route::peek(key) {
+    match fast(key, too_big, &build) {
+        Ok(done) => Sent::Kernel(done),
+        Err(first) => slow(key, first, too_big, &build),
+    }
+}
+
+/// The steady state: a known route, one ioctl, its answer (`Ok`). `Err`:
+/// what [`slow`] needs, the fast path's answer when it sent the command.
+/// The caller goes on to [`slow`] out of line, so that the steady state
+/// stays as short as one export's (BENCHMARKS.md).
+#[inline(always)]
+fn fast(key: Key, too_big: bool, build: impl Fn(u32) -> Cmd<4>) -> core::result::Result<Result<()>, Option<(Route, Error)>> {
+    match route::peek(key) {
         Some(route) if !route.gid_fallback() && !too_big => match exec::ioctl(key.fd, &mut build(route.driver_id)) {
-            Err(e) if matches!(e.code, libc::EINVAL | libc::ENOTTY | libc::EPROTONOSUPPORT) => Some((route, e)),
-            other => return Sent::Kernel(other),
+            Err(e) if matches!(e.code, libc::EINVAL | libc::ENOTTY | libc::EPROTONOSUPPORT) => Err(Some((route, e))),
+            other => Ok(other),
         },
-        _ => None,
-    };
-    slow(key, first, too_big, &build)
+        _ => Err(None),
+    }
 }
 
 /// Everything but the steady state: discovery, the oversize check, the
