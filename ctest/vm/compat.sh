@@ -8,8 +8,9 @@
 # Besides each client's own success lines and exit status, two witnesses:
 #  - uretprobes on both libraries' ibv_attach_mcast, ibv_detach_mcast,
 #    _ibv_query_gid_ex, ibv_query_gid and _ibv_query_gid_table record every
-#    call and its return value (librdmacm, libibverbs itself and the rxe
-#    provider call ibv_query_gid, so theirs count too). A preloaded
+#    call and its return value (perftest's GID auto-selection makes about
+#    4,000 ibv_query_gid calls; libibverbs, providers and librdmacm make
+#    theirs through the same symbol, so they count too). A preloaded
 #    or relinked run must make the same calls with the same results as the
 #    rdma-core run, all in librsverbs, none in libibverbs.
 #  - LD_DEBUG=bindings of each preloaded client shows the dynamic linker
