@@ -2,6 +2,7 @@
 #   make            build build/librsverbs.so.1, build/rsverbs and an uninstalled rsverbs.pc
 #   make tool       build only build/rsverbs, the command (rsverbs gids, rsverbs doctor)
 #   make check      every test (installs what it needs on Debian 12, as root)
+#   make faults     every syscall rsverbs makes, failed on purpose, in a qemu guest
 #   make fanout     RoCE multicast, 1 sender to N = 2, 8, 24 receivers in qemu guests
 #   make demo       boot the Soft-RoCE test bed and show C programs on rsverbs
 #   make install    PREFIX, BINDIR, LIBDIR, INCLUDEDIR, PKGCONFIGDIR, MANDIR and DESTDIR honoured
@@ -68,26 +69,43 @@ ZIG         := $(ZIG_DIR)/ziglang/zig
 # untraced library); the product is target/release with no features.
 CARGO_TARGET ?= target
 CARGO_FEATURES ?=
+# ARCH builds librsverbs.so.1 for another architecture (docs/architectures.md):
+# x86_64, aarch64, powerpc64le or s390x, the name Rust's and zig's targets
+# share. make lib ARCH=s390x BUILD=$(CURDIR)/build/s390x, for example.
+HOST_ARCH   := $(shell uname -m)
+ARCH        ?= $(HOST_ARCH)
+ifeq ($(ARCH),$(HOST_ARCH))
 STATICLIB   := $(CARGO_TARGET)/release/librsverbs.a
+CARGO_ARCH  :=
+GNU_CC      := $(CC)
+else
+RUST_TARGET := $(ARCH)-unknown-linux-gnu
+STATICLIB   := $(CARGO_TARGET)/$(RUST_TARGET)/release/librsverbs.a
+CARGO_ARCH  := --target $(RUST_TARGET)
+GNU_CC      := $(ARCH)-linux-gnu-gcc
+endif
 LINK_FLAGS  := -shared -Wl,-soname,$(SONAME) -Wl,--version-script=src/rsverbs.map \
                -Wl,--gc-sections -Wl,--as-needed -Wl,-z,relro,-z,now \
                -Wl,--whole-archive $(STATICLIB) -Wl,--no-whole-archive
 # What rustc's --print native-static-libs lists; zig brings its own unwinder.
 NATIVE_LIBS := -lutil -lrt -lpthread -lm -ldl -lc
+# zig knows powerpc64le's glibc from 2.19 on, so that is the floor there
+# (docs/architectures.md); 2.17 everywhere else.
+ZIG_GLIBC   := $(if $(filter powerpc64le,$(ARCH)),2.19,$(GLIBC_FLOOR))
 ifeq ($(LINKER),zig)
 LINK_CC     := env ZIG_GLOBAL_CACHE_DIR=$(RSVERBS_CACHE)/zig-cache ZIG_LOCAL_CACHE_DIR=$(RSVERBS_CACHE)/zig-cache \
-               $(ZIG) cc -target x86_64-linux-gnu.$(GLIBC_FLOOR)
+               $(ZIG) cc -target $(ARCH)-linux-gnu.$(ZIG_GLIBC)
 LINK_LIBS   := -lunwind $(NATIVE_LIBS)
 LINK_DEPS   := $(ZIG)
 else ifeq ($(LINKER),gnu)
-LINK_CC     := $(CC) -fuse-ld=bfd
+LINK_CC     := $(GNU_CC) -fuse-ld=bfd
 LINK_LIBS   := -lgcc_s $(NATIVE_LIBS)
 LINK_DEPS   :=
 else
 $(error LINKER must be zig or gnu, not '$(LINKER)')
 endif
 
-.PHONY: all lib tool header deps deps-cbindgen check check-unit check-abi check-vm check-sanitize check-traced fuzz demo compat bench matrix fanout \
+.PHONY: all lib tool header deps deps-cbindgen check check-unit check-abi check-vm check-sanitize check-traced fuzz demo compat bench matrix matrix-arch faults fanout \
         install install-debug uninstall clean zig deb deps-deb check-deb check-freshroot check-install
 
 all: lib tool $(BUILD)/pkgconfig/rsverbs.pc
@@ -97,7 +115,7 @@ lib: $(LIB)
 # The library's sources: everything in src/ but the command's package.
 LIB_SRCS    := $(shell find src -path src/tool -prune -o -type f -print)
 $(STATICLIB): $(LIB_SRCS) Cargo.toml Cargo.lock
-	$(CARGO) build --release --locked --lib --target-dir $(CARGO_TARGET) $(CARGO_FEATURES)
+	$(CARGO) build --release --locked --lib --target-dir $(CARGO_TARGET) $(CARGO_ARCH) $(CARGO_FEATURES)
 
 # The command (src/tool, docs/tool.md): its own package and target
 # directory, so that its build (the crate as an rlib, feature no-symver)
@@ -173,12 +191,25 @@ fuzz:
 matrix: deps all
 	ctest/matrix.sh
 
+# The architecture axis (docs/architectures.md): the bookworm cell on
+# Debian's arm64, ppc64el and s390x kernels and userlands, under TCG.
+ARCH_CELLS  := bookworm:bookworm:arm64 bookworm:bookworm:ppc64el bookworm:bookworm:s390x
+matrix-arch: deps all
+	RSVERBS_MATRIX_CELLS="$${RSVERBS_MATRIX_CELLS:-$(ARCH_CELLS)}" ctest/matrix.sh
+
 # Every real-kernel suite again with RSVERBS_TRACE=hints (to a file in the
 # guest's tmpfs): the return values and errno must not change with tracing
 # on (docs/trace.md). Results in ctest/out/traced; .ci/run runs it.
 check-traced: deps all
 	RSVERBS_TRACE_ALL=hints:trace.log RSVERBS_VM_OUT=$(CURDIR)/ctest/out/traced RSVERBS_VM_TIMEOUT=2400 \
 	  ctest/vm_suite.sh; st=$$?; ctest/summary.sh ctest/out/traced; exit $$st
+
+# Every syscall rsverbs makes during a verb failed on purpose, in the guest
+# (ctest/vm/faults.sh, docs/security.md); .ci/run runs it after make check.
+faults: deps all
+	rm -f ctest/out/faults/*.results
+	RSVERBS_SUITES=faults RSVERBS_VM_OUT=$(CURDIR)/ctest/out/faults ctest/vm_suite.sh; st=$$?; \
+	  ctest/summary.sh ctest/out/faults; exit $$st
 
 # Real clients (mckey, perftest, our relinked example) with and without rsverbs.
 compat: deps all

@@ -7,16 +7,24 @@
 # compiled in and for that userland (testbed/vm.sh root), with its gcc and
 # rdma-core, by chroot into its root, into ctest/out/USERLAND/bin.  Either
 # way NAME.rsv finds librsverbs.so.1 through its rpath, the repository's
-# build/ (the same file for every userland).
+# build/ (the same file for every userland).  With RSVERBS_ARCH=arm64|ppc64el|s390x
+# (testbed/arch.sh) they are compiled in that architecture's userland (its
+# gcc under qemu-user-static) into ctest/out/USERLAND-ARCH/bin, against
+# build/ARCH/librsverbs.so.1 (make lib ARCH=...).
 # shellcheck disable=SC2012 # ls -t: our own file names
 set -euo pipefail
 cd "$(dirname "$0")/.."
-B=${RSVERBS_BUILD:-$PWD/build}
+# shellcheck source=testbed/arch.sh
+. testbed/arch.sh
+# (Another architecture's library is always build/ARCH: RSVERBS_BUILD, which
+# the Makefile exports, names the host's.)
+B=${RSVERBS_BUILD:-$PWD/$ARCH_BUILD}
+[ "$ARCH_FOREIGN" = 0 ] || B=$PWD/$ARCH_BUILD
 U=${RSVERBS_USERLAND:-bookworm}
 CFLAGS=(-O2 -g -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -Iinclude)
 LIBS=(-lrdmacm -ldl -lpthread -lm)
 
-if [ "$U" = bookworm ]; then
+if [ "$U" = bookworm ] && [ "$ARCH_FOREIGN" = 0 ]; then
   out=ctest/out/bin
   mkdir -p "$out"
   export PKG_CONFIG_PATH=$B/pkgconfig
@@ -34,6 +42,7 @@ fi
 
 # ---- another userland: compile inside its root ----------------------------
 out=ctest/out/$U/bin
+[ "$ARCH_FOREIGN" = 0 ] || out=ctest/out/$U-$ARCH_DEB/bin
 root=$(testbed/vm.sh root)
 [ -x "$root/usr/bin/gcc" ] || { echo "build: no gcc in the $U userland $root" >&2; exit 1; }
 mkdir -p "$out"

@@ -8,10 +8,14 @@
 #   - bookworm:bookworm  the reference cell, with siw (a provider without a
 #                        multicast op);
 #   - one of the other five, rotating with the commit count, so that five
-#     consecutive commits cover the whole matrix.
+#     consecutive commits cover the whole matrix;
+#   - one bookworm cell of another architecture (make matrix-arch,
+#     docs/architectures.md), rotating the same way over s390x, arm64
+#     and ppc64el.
 # Prints the cells as RSVERBS_MATRIX_CELLS takes them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 others=(bookworm:bookworm-backports trixie:trixie sid:sid sid:bullseye bullseye:sid)
 n=$(git rev-list --count HEAD 2>/dev/null || echo 0)
-echo "bullseye:bullseye bookworm:bookworm ${others[$((n % ${#others[@]}))]}"
+arches=(s390x arm64 ppc64el)
+echo "bullseye:bullseye bookworm:bookworm ${others[$((n % ${#others[@]}))]} bookworm:bookworm:${arches[$((n % ${#arches[@]}))]}"

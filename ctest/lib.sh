@@ -55,3 +55,12 @@ dummy_rxe_remove() {
   timeout 60 rdma link delete "$DUMMY_RXE_DEV" 2>/dev/null
   timeout 20 ip link delete "$DUMMY_RXE_NETDEV" 2>/dev/null
 }
+# exports LIB: the defined dynamic symbols of LIB with their versions, sorted
+# (GNU ld also lists each version node as an ABS symbol: not an export;
+# ppc64's readelf adds "[<localentry>: N]" before the section: dropped).
+exports() {
+  readelf --dyn-syms -W "$1" | sed 's/\[<localentry>: [0-9]*\] //' |
+    awk '$7 != "UND" && $7 != "ABS" && ($5 == "GLOBAL" || $5 == "WEAK") && $4 != "SECTION" {print $8}' | sort
+}
+# verdefs LIB: its version definitions, sorted.
+verdefs() { readelf -V -W "$1" | sed -n '/^Version definition/,/^Version needs/p' | grep -o 'Name: [^ ]*' | sort; }

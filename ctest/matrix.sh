@@ -2,6 +2,8 @@
 # make matrix: the real-kernel suites in every (userland, kernel) cell, one
 # cell after another (one guest at a time: TCG wants both cores).
 #   RSVERBS_MATRIX_CELLS="bullseye:bullseye sid:sid"   USERLAND:KERNEL cells
+#                       "bookworm:bookworm:s390x"       USERLAND:KERNEL:ARCH, another
+#                                                       architecture (docs/architectures.md)
 #   RSVERBS_MATRIX_SUITES="conform e2e diffrand compat" the suites
 # A progress line per cell, a results table in ctest/out/matrix/summary.md
 # (each cell's output in ctest/out/matrix/USERLAND-KERNEL/), and the last
@@ -55,13 +57,18 @@ mkdir -p "$M"
 rm -f "$M"/summary.md "$M"/*.row
 total_p=0 total_f=0 n=0 ncells=$(wc -w <<< "$CELLS") T0=$(date +%s)
 echo "matrix: $ncells cells, suites: $SUITES"
+# cell_dir CELL: its results directory, USERLAND-KERNEL[-ARCH].
+cell_dir() { echo "$M/${1//:/-}"; }
 for cell in $CELLS; do
   n=$((n + 1))
-  u=${cell%%:*} k=${cell#*:}
-  d=$M/$u-$k
+  IFS=: read -r u k a <<< "$cell"
+  d=$(cell_dir "$cell")
   rm -rf "$d" && mkdir -p "$d"
   knobs "$k"
-  export RSVERBS_KERNEL=$k RSVERBS_USERLAND=$u
+  export RSVERBS_KERNEL=$k RSVERBS_USERLAND=$u RSVERBS_ARCH=${a:-$(dpkg --print-architecture)}
+  # Another architecture under TCG: every instruction is translated, not
+  # only the kernel's (the guest's whole userland): a longer boot budget.
+  [ -z "$a" ] || VM_TIMEOUT=3000
   # Per cell, on top of SUITES: devloss where the userland is rdma-core 33
   # (its RDMAV_ALLOW_DISASSOC_DESTROY parse, docs/rdma-core-releases.md D1);
   # siw0, a provider without a multicast op, in the bookworm cell
@@ -69,7 +76,7 @@ for cell in $CELLS; do
   cell_suites=$SUITES RSVERBS_SIW=0
   if [ "${RSVERBS_MATRIX_EXTRAS:-1}" = 1 ]; then
     [ "$u" = bullseye ] && cell_suites="$cell_suites devloss"
-    [ "$u:$k" = bookworm:bookworm ] && cell_suites="$cell_suites siw" RSVERBS_SIW=1
+    [ "$u:$k:$a" = bookworm:bookworm: ] && cell_suites="$cell_suites siw" RSVERBS_SIW=1
   fi
   export RSVERBS_SIW
   t0=$(date +%s)
@@ -118,6 +125,7 @@ for cell in $CELLS; do
     END { print t + 0 }' "$d/console.log" 2>/dev/null)
   run_s=$((t3 - t2))
   total_p=$((total_p + p)) total_f=$((total_f + f))
+  [ -z "$a" ] || k="$k ($a)"
   printf 'matrix: [%d/%d] userland %-8s kernel %-18s %s: %d passed, %d failed in %d s (prepare %d s, build %d s, boot+suites %d s)%s\n' \
     "$n" "$ncells" "$u" "$k" "$cell_suites" "$p" "$f" $((t3 - t0)) $((t1 - t0)) $((t2 - t1)) "$run_s" \
     "${notes:+ --$notes}"
@@ -136,15 +144,16 @@ done
   echo
   echo "| userland | kernel | guest | suites | passed | failed | diffrand ops | prepare | build | boot | suites time | notes |"
   echo "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
-  for cell in $CELLS; do cat "$M/${cell%%:*}-${cell#*:}/row"; done
+  for cell in $CELLS; do cat "$(cell_dir "$cell")/row"; done
   echo
   echo "## Failures"
   for cell in $CELLS; do
-    d=$M/${cell%%:*}-${cell#*:}
+    d=$(cell_dir "$cell")
     fl=$(failures "$d")
     [ -n "$fl" ] || continue
     echo
-    echo "### ${cell%%:*} userland, ${cell#*:} kernel ($(wc -l <<< "$fl") lines)"
+    IFS=: read -r u k a <<< "$cell"
+    echo "### $u userland, $k kernel${a:+, $a} ($(wc -l <<< "$fl") lines)"
     echo
     echo '```'
     head -200 <<< "$fl"

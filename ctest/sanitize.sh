@@ -121,28 +121,28 @@ fi
 # rsverbs may read only the two boolean switches rdma-core reads for
 # detach (RDMAV_ALLOW_DISASSOC_DESTROY, MLX4_DEVICE_FATAL_CLEANUP), through
 # std::env in src/env.rs, and its own RSVERBS_TRACE (which may name a file)
-# and RSVERBS_MCAST_IPJOIN (a switch), through secure_getenv only (ignored
-# in setuid/setgid programs) in src/trace/mod.rs and src/ipjoin/mod.rs.
-# No other variable (SYSFS_PATH, RDMAV_*_PATH, HOME,
-# TMPDIR) and no other way of reading the environment.
+# and RSVERBS_MCAST_IPJOIN (a switch), each an env::Switch (src/env.rs, the
+# one secure_getenv call: ignored in setuid/setgid programs) declared in
+# src/trace/mod.rs and src/ipjoin/mod.rs. No other variable (SYSFS_PATH,
+# RDMAV_*_PATH, HOME, TMPDIR) and no other way of reading the environment.
 env_check() {
   local vars others
-  vars=$(grep -rhoE '(var_os|var|getenv|secure_getenv|is_set)\((c)?"[A-Za-z0-9_]+"' src/ | sed -E 's/.*\(c?"//; s/"$//' | sort -u)
+  vars=$(grep -rhoE '(var_os|var|getenv|secure_getenv|is_set|Switch::new)\((c)?"[A-Za-z0-9_]+"' src/ | sed -E 's/.*\(c?"//; s/"$//' |
+    grep -v '^RSVERBS_TEST_' | sort -u) # (the unit tests' own, never set)
   echo "sanitize: environment variables read by src/: $(echo ${vars:-none})"
   [ -z "$(comm -23 <(echo "$vars") <(printf '%s\n' MLX4_DEVICE_FATAL_CLEANUP RDMAV_ALLOW_DISASSOC_DESTROY RSVERBS_MCAST_IPJOIN RSVERBS_TRACE))" ] || return 1
-  # RSVERBS_TRACE only through secure_getenv, and only in src/trace/mod.rs.
+  # RSVERBS_TRACE only as a Switch, and only in src/trace/mod.rs.
   [ "$(grep -rlE '"RSVERBS_TRACE"' src/)" = src/trace/mod.rs ] &&
-    grep -qE 'secure_getenv\(c"RSVERBS_TRACE"' src/trace/mod.rs || return 1
+    grep -qE 'Switch::new\(c"RSVERBS_TRACE"\)' src/trace/mod.rs || return 1
   # RSVERBS_MCAST_IPJOIN the same way, only in src/ipjoin/mod.rs.
   [ "$(grep -rlE '"RSVERBS_MCAST_IPJOIN"' src/)" = src/ipjoin/mod.rs ] &&
-    grep -qE 'secure_getenv\(c"RSVERBS_MCAST_IPJOIN"' src/ipjoin/mod.rs || return 1
-  # No other access: env::vars, environ, or getenv outside those two places.
+    grep -qE 'Switch::new\(c"RSVERBS_MCAST_IPJOIN"\)' src/ipjoin/mod.rs || return 1
+  # The Switch reads with secure_getenv, and nothing else does.
+  grep -qE 'secure_getenv\(self\.name\.as_ptr\(\)\)' src/env.rs || return 1
+  # No other access: env::vars, environ, getenv or var_os elsewhere.
   others=$(grep -rnE 'env::vars|environ|getenv|secure_getenv|var_os' src/ |
-    grep -vE '^src/env.rs:[0-9]+:.*(//|var_os\("(RDMAV_ALLOW_DISASSOC_DESTROY|MLX4_DEVICE_FATAL_CLEANUP)"\))' |
-    grep -vE '^src/trace/mod.rs:[0-9]+:\s*(//|///|//!)' |
-    grep -vE '^src/trace/mod.rs:[0-9]+:.*(fn secure_getenv\(|secure_getenv\(c"RSVERBS_TRACE")' |
-    grep -vE '^src/ipjoin/mod.rs:[0-9]+:\s*(//|///|//!)' |
-    grep -vE '^src/ipjoin/mod.rs:[0-9]+:.*(fn secure_getenv\(|secure_getenv\(c"RSVERBS_MCAST_IPJOIN")' || true)
+    grep -vE '^src/[a-z_/]+\.rs:[0-9]+:\s*(//|///|//!)' |
+    grep -vE '^src/env.rs:[0-9]+:.*(var_os\("(RDMAV_ALLOW_DISASSOC_DESTROY|MLX4_DEVICE_FATAL_CLEANUP)"\)|fn secure_getenv\(|secure_getenv\(self\.name\.as_ptr\(\)\))' || true)
   [ -z "$others" ] || { echo "sanitize: other environment access: $others"; return 1; }
 }
 check "src/ reads no environment variable but the two detach switches, RSVERBS_TRACE and RSVERBS_MCAST_IPJOIN (secure_getenv)" env_check

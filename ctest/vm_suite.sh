@@ -9,18 +9,32 @@
 # default cell (bookworm/bookworm) writes to ctest/out/vm and copies the
 # results to ctest/out (make check's tally), any other cell to
 # ctest/out/cell/USERLAND-KERNEL only.  RSVERBS_VM_OUT overrides the
-# directory (then nothing is copied to ctest/out).
+# directory (then nothing is copied to ctest/out).  RSVERBS_ARCH=arm64|
+# ppc64el|s390x boots that architecture (testbed/arch.sh): the library is
+# cross-built into build/ARCH and the test programs in its userland.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 K=${RSVERBS_KERNEL:-bookworm} U=${RSVERBS_USERLAND:-bookworm}
+# shellcheck source=testbed/arch.sh
+. testbed/arch.sh
+# What the guest runs: the library and the test programs of its architecture.
+guest_build=$ARCH_BUILD guest_bin=ctest/out/bin
+[ "$U" = bookworm ] || guest_bin=ctest/out/$U/bin
+if [ "$ARCH_FOREIGN" = 1 ]; then
+  tools/deps.sh --cross "$ARCH_RUST"
+  make -s lib ARCH="$ARCH_RUST" BUILD="$PWD/$ARCH_BUILD"
+  guest_bin=ctest/out/$U-$ARCH_DEB/bin
+fi
 ctest/build.sh
-bench/build.sh
+# The benchmark programs are the host's (its smoke suite is not run elsewhere).
+[ "$ARCH_FOREIGN" = 1 ] || bench/build.sh
 if [ -n "${RSVERBS_VM_OUT:-}" ]; then
   out=$RSVERBS_VM_OUT tally=0
-elif [ "$K/$U" = bookworm/bookworm ]; then
+elif [ "$K/$U/$ARCH_FOREIGN" = bookworm/bookworm/0 ]; then
   out=$PWD/ctest/out/vm tally=1
 else
   out=$PWD/ctest/out/cell/$U-$K tally=0
+  [ "$ARCH_FOREIGN" = 0 ] || out=$PWD/ctest/out/cell/$U-$K-$ARCH_DEB
 fi
 mkdir -p "$out"
 out=$(cd "$out" && pwd -P)
@@ -31,7 +45,8 @@ mem=1024
 testbed/vm.sh run --timeout "${RSVERBS_VM_TIMEOUT:-1500}" --mem "$mem" --out "$out" \
   -- env RSVERBS_SUITES="${RSVERBS_SUITES:-}" DIFFRAND_OPS="${DIFFRAND_OPS:-}" \
   DIFFRAND_FALLBACK_OPS="${DIFFRAND_FALLBACK_OPS:-}" DIFFRAND_TIMEOUT="${DIFFRAND_TIMEOUT:-}" \
-  COMPAT_TIMEOUT="${COMPAT_TIMEOUT:-}" RSVERBS_TRACE_ALL="${RSVERBS_TRACE_ALL:-}" ctest/guest_suite.sh || rc=$?
+  COMPAT_TIMEOUT="${COMPAT_TIMEOUT:-}" RSVERBS_TRACE_ALL="${RSVERBS_TRACE_ALL:-}" \
+  RSVERBS_GUEST_BUILD="$guest_build" RSVERBS_GUEST_BIN="$guest_bin" ctest/guest_suite.sh || rc=$?
 if [ $tally = 1 ]; then cp "$out"/*.results ctest/out/ 2>/dev/null || true; fi
-[ "$rc" -eq 0 ] || echo "vm_suite: guest suite exited with $rc ($U userland, $K kernel; results in $out)" >&2
+[ "$rc" -eq 0 ] || echo "vm_suite: guest suite exited with $rc ($U userland, $K kernel, $ARCH_DEB; results in $out)" >&2
 exit "$rc"

@@ -53,6 +53,12 @@ impl ErrnoGuard {
     pub fn save() -> Self {
         ErrnoGuard(errno())
     }
+
+    /// Leaves `errno` as it is now: for an error path whose failed syscall
+    /// set `errno` the way rdma-core's would.
+    pub fn keep_current(self) {
+        core::mem::forget(self);
+    }
 }
 
 impl Drop for ErrnoGuard {

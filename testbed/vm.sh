@@ -11,12 +11,16 @@
 #
 # RSVERBS_KERNEL=bullseye|bookworm|bookworm-backports|trixie|sid and
 # RSVERBS_USERLAND=bullseye|bookworm|trixie|sid (default bookworm: the host).
+# RSVERBS_ARCH=arm64|ppc64el|s390x boots Debian's kernel of that
+# architecture, with a userland of it (testbed/arch.sh, docs/architectures.md).
 set -euo pipefail
 
 TESTBED=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+# shellcheck source=testbed/arch.sh
+. "$TESTBED/arch.sh"
 CACHE=$(realpath -m "${RSVERBS_CACHE:-$HOME/.cache/rsverbs}")
 # Host side (qemu, initramfs tools) and guest side (it runs host binaries).
-PACKAGES=(qemu-system-x86 busybox-static cpio kmod xz-utils iproute2 rdma-core
+PACKAGES=("$(arch_qemu_package)" busybox-static cpio kmod xz-utils iproute2 rdma-core
 	ibverbs-providers ibverbs-utils rdmacm-utils perftest)
 # Loaded by the initramfs itself; everything else is modprobed after the
 # host root (with kmod) is mounted.  virtio_pci is a module in Debian's 6.1.
@@ -70,6 +74,7 @@ apt_update() { as_root apt-get update -qq >&2; }
 ensure_packages() {
 	local p missing=()
 	if [[ $USUITE != bookworm ]]; then PACKAGES+=(debootstrap); fi
+	if ((ARCH_FOREIGN)); then PACKAGES+=(debootstrap qemu-user-static); fi
 	for p in "${PACKAGES[@]}"; do
 		dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null | grep -q '^ii' ||
 			missing+=("$p")
@@ -94,7 +99,7 @@ ensure_packages() {
 # configuration of testbed/apt.sh.
 find_kernel_pkg() {
 	local i dep="" stamp memo=$CACHE/kernel-pkg
-	if [[ $KSUITE != bookworm ]]; then
+	if [[ $KSUITE != bookworm ]] || ((ARCH_FOREIGN)); then
 		find_kernel_pkg_private
 		return
 	fi
@@ -118,6 +123,7 @@ find_kernel_pkg() {
 
 find_kernel_pkg_private() {
 	local stamp memo=$CACHE/kernel-pkg.$KSUITE line p v
+	((ARCH_FOREIGN == 0)) || memo=$CACHE/kernel-pkg.$KSUITE.$ARCH_DEB
 	apt_private_setup
 	apt_private_update
 	stamp=$(stat -c %Y "$APT_DIR/state/lists")
@@ -146,7 +152,7 @@ fetch_kernel() {
 	mkdir -p "$CACHE/debs"
 	for pv in "${KPKGS[@]}"; do
 		pkg=${pv%%=*} ver=${pv#*=}
-		deb=$CACHE/debs/${pkg}_${ver//:/%3a}_amd64.deb
+		deb=$CACHE/debs/${pkg}_${ver//:/%3a}_$ARCH_DEB.deb
 		debs+=("$deb")
 		if [[ -f $deb ]]; then
 			note "kernel: $(basename "$deb") already downloaded"
@@ -155,7 +161,7 @@ fetch_kernel() {
 		log "kernel: downloading $pkg=$ver${APT_CONFIG:+ ($KSUITE, private apt configuration)}"
 		# Sandbox user root: apt's _apt user may not be able to write $CACHE.
 		dl() { (cd "$CACHE/debs" && apt-get download -q -o APT::Sandbox::User=root "$1" >&2); }
-		if [[ $KSUITE == bookworm ]]; then
+		if [[ $KSUITE == bookworm ]] && ((ARCH_FOREIGN == 0)); then
 			dl "$pv" || { apt_update && dl "$pv"; } || die "cannot download $pv"
 		else
 			dl "$pv" || { apt_private_update force && dl "$pv"; } || die "cannot download $pv"
@@ -187,14 +193,18 @@ fetch_kernel() {
 		depmod -b "$tmp" "$KVER"
 		vmlinuz=$tmp/boot/vmlinuz-$KVER
 		[[ -f $vmlinuz ]] || vmlinuz=$tmp/lib/modules/$KVER/vmlinuz
-		[[ -f $vmlinuz ]] || die "no vmlinuz in ${KPKGS[*]}"
+		[[ -f $vmlinuz || $ARCH_DEB == ppc64el ]] || die "no vmlinuz in ${KPKGS[*]}"
+		[[ $ARCH_DEB != ppc64el || -f $tmp/boot/vmlinux-$KVER ]] || die "no vmlinux in ${KPKGS[*]}"
 		mkdir -p "$tmp/boot"
-		extract_vmlinux "$vmlinuz" "$tmp/boot/vmlinux-$KVER"
+		# Only x86's bzImage wraps its kernel; arm64's Image, s390x's
+		# vmlinuz and ppc64el's vmlinux boot with -kernel as they are.
+		[[ $ARCH_DEB != amd64 ]] || extract_vmlinux "$vmlinuz" "$tmp/boot/vmlinux-$KVER"
 		mv "$tmp" "$KDIR" # atomic: a present $KDIR is always complete
 	fi
 	KVER=$(ls "$KDIR/lib/modules")
 	KERNEL=$KDIR/boot/vmlinux-$KVER
-	[[ -s $KERNEL ]] || KERNEL=$KDIR/boot/vmlinuz-$KVER
+	# ppc64el's package has an ELF vmlinux only, which -kernel boots.
+	[[ -s $KERNEL && ( $ARCH_DEB == amd64 || $ARCH_DEB == ppc64el ) ]] || KERNEL=$KDIR/boot/vmlinuz-$KVER
 	[[ -s $KERNEL ]] || KERNEL=$KDIR/lib/modules/$KVER/vmlinuz
 }
 
@@ -230,15 +240,39 @@ extract_vmlinux() { # BZIMAGE OUT
 	rm -f "$2"
 }
 
+# Sets BUSYBOX and BUSYBOX_VER: busybox-static of ARCH_DEB from bookworm,
+# unpacked into the cache (the initramfs' busybox runs before any root).
+foreign_busybox() {
+	local ver deb dir
+	apt_private_setup
+	apt_private_update
+	ver=$(apt_suite_version busybox-static bookworm) || die "no busybox-static for $ARCH_DEB"
+	dir=$CACHE/busybox/$ARCH_DEB-$ver
+	BUSYBOX=$dir/bin/busybox BUSYBOX_VER=$ver
+	[[ -x $BUSYBOX ]] && return 0
+	mkdir -p "$CACHE/debs"
+	deb=$CACHE/debs/busybox-static_${ver//:/%3a}_$ARCH_DEB.deb
+	[[ -f $deb ]] || (cd "$CACHE/debs" && apt-get download -q -o APT::Sandbox::User=root "busybox-static=$ver" >&2) ||
+		die "cannot download busybox-static=$ver ($ARCH_DEB)"
+	rm -rf "$dir.tmp"
+	mkdir -p "$dir.tmp"
+	dpkg-deb -x "$deb" "$dir.tmp"
+	mv "$dir.tmp" "$dir"
+}
+
 # Sets INITRD: busybox + virtio/9p modules + guest/init + guest/stage2.sh +
 # the insmod order of STAGE2_MODULES (paths in the kernel tree), keyed by
 # kernel and busybox versions and a hash of the test-bed scripts.
 build_initrd() {
-	local bbver hash key tmp m ko
+	local bbver hash key tmp m ko bb=/bin/busybox
 	bbver=$(dpkg-query -W -f='${Version}' busybox-static)
+	if ((ARCH_FOREIGN)); then
+		foreign_busybox
+		bb=$BUSYBOX bbver=$BUSYBOX_VER
+	fi
 	hash=$(cat "$TESTBED/vm.sh" "$TESTBED/guest/init" "$TESTBED/guest/stage2.sh" |
 		sha256sum | cut -c1-16)
-	key=$(printf '%s\n' "$KPKG" "$KPKGVER" "$bbver" "$hash" | sha256sum | cut -c1-16)
+	key=$(printf '%s\n' "$KPKG" "$KPKGVER" "$bbver" "$hash" "$ARCH_DEB" | sha256sum | cut -c1-16)
 	INITRD=$CACHE/initramfs/$key.cpio
 	if [[ -f $INITRD ]]; then
 		note "initramfs: $INITRD (cached)"
@@ -247,9 +281,11 @@ build_initrd() {
 	log "initramfs: building $INITRD"
 	tmp=$(mktemp -d)
 	mkdir -p "$tmp"/{bin,etc,lib/modules,proc,sys,dev}
-	cp /bin/busybox "$tmp/bin/"
+	cp "$bb" "$tmp/bin/busybox"
 	cp "$TESTBED/guest/init" "$TESTBED/guest/stage2.sh" "$tmp/"
 	for m in "${INITRD_MODULES[@]}"; do
+		# virtio_pci is no module on s390x (virtio-ccw is built in).
+		modprobe -d "$KDIR" -S "$KVER" --show-depends "$m" >/dev/null 2>&1 || continue
 		modprobe -d "$KDIR" -S "$KVER" --show-depends "$m" |
 			awk '$1 == "insmod" { print $2 }'
 	done | awk '!seen[$0]++' | while read -r ko; do
@@ -292,10 +328,14 @@ build_initrd() {
 # root).  The key is remembered until the private lists change.
 prepare_userland() {
 	UROOT=/
-	[[ $USUITE != bookworm ]] || return 0
+	[[ $USUITE != bookworm ]] || ((ARCH_FOREIGN)) || return 0
 	apt_private_setup
 	apt_private_update
-	local stamp memo=$CACHE/userland/$USUITE.key key="" line vers dir tmp t0
+	local stamp memo=$CACHE/userland/$USUITE.key key="" line vers dir tmp t0 name=$USUITE
+	if ((ARCH_FOREIGN)); then
+		name=$USUITE-$ARCH_DEB memo=$CACHE/userland/$name.key
+		arch_binfmt
+	fi
 	mkdir -p "$CACHE/userland"
 	stamp=$(stat -c %Y "$APT_DIR/state/lists")
 	if [[ -f $memo ]] && read -r line <"$memo" && [[ ${line%% *} == "$stamp" ]]; then
@@ -307,23 +347,23 @@ prepare_userland() {
 			awk -F' *[|] *' -v s="$USUITE" '{ sub(/^ */, "", $1); split($3, a, " ") }
 				a[2] == s "/main" { print $1, $2 }' | LC_ALL=C sort -u)
 		[[ -n $vers ]] || die "the private lists know no package of $USUITE"
-		key=$(printf '%s\n' "$USERLAND_RECIPE" "${USERLAND_PACKAGES[*]}" "$APT_MIRROR" "$vers" |
+		key=$(printf '%s\n' "$USERLAND_RECIPE" "${USERLAND_PACKAGES[*]}" "$APT_MIRROR" "$vers" "$ARCH_DEB" |
 			sha256sum | cut -c1-16)
 		echo "$stamp $key" >"$memo"
 	fi
-	dir=$CACHE/userland/$USUITE-$key
+	dir=$CACHE/userland/$name-$key
 	UROOT=$dir/root
 	if [[ -d $UROOT ]]; then
 		note "userland: $USUITE in $UROOT"
 		return 0
 	fi
-	log "userland: debootstrap $USUITE into $dir (about a minute)"
+	log "userland: debootstrap $USUITE ($ARCH_DEB) into $dir (about a minute; several for another architecture)"
 	t0=$SECONDS
 	tmp=$dir.tmp.$$
 	rm -rf "$tmp"
 	mkdir -p "$tmp" "$CACHE/userland/debs"
 	# --cache-dir keeps the .debs, so a rebuild downloads only what changed.
-	if ! as_root debootstrap --variant=minbase --arch=amd64 \
+	if ! as_root debootstrap --variant=minbase --arch="$ARCH_DEB" \
 		--include="$(IFS=,; echo "${USERLAND_PACKAGES[*]}")" \
 		--keyring="$APT_KEYRING" --cache-dir="$CACHE/userland/debs" \
 		"$USUITE" "$tmp/root" "$APT_MIRROR" >"$tmp/debootstrap.log" 2>&1; then
@@ -339,8 +379,26 @@ prepare_userland() {
 	log "userland: $USUITE ready in $((SECONDS - t0)) s ($(du -sm "$dir" | cut -f1) MB)"
 	# Older roots of this suite, built over a day ago (not fresh ones:
 	# another checkout may be booting one).
-	find "$CACHE/userland" -mindepth 1 -maxdepth 1 -name "$USUITE-*" ! -name "$USUITE-$key" \
+	find "$CACHE/userland" -mindepth 1 -maxdepth 1 -name "$name-[0-9a-f]*" ! -name "$name-$key" \
 		-mtime +0 -exec rm -rf {} + 2>/dev/null || true
+}
+
+# Another architecture's userland runs its own programs at build time
+# (debootstrap's second stage, ctest/build.sh's compiler) through
+# qemu-user-static: mounts binfmt_misc if it is not, and registers the
+# interpreter from the package's own /usr/lib/binfmt.d entry if it is not.
+arch_binfmt() {
+	local name conf
+	case $ARCH_DEB in arm64) name=qemu-aarch64 ;; ppc64el) name=qemu-ppc64le ;; *) name=qemu-$ARCH_DEB ;; esac
+	conf=/usr/lib/binfmt.d/$name.conf
+	[[ -r $conf ]] || die "no $conf (package qemu-user-static)"
+	if [[ ! -e /proc/sys/fs/binfmt_misc/register ]]; then
+		as_root mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc || die "cannot mount binfmt_misc"
+	fi
+	if [[ ! -e /proc/sys/fs/binfmt_misc/$name ]]; then
+		note "binfmt: registering $name"
+		as_root sh -c "cat '$conf' > /proc/sys/fs/binfmt_misc/register" || die "cannot register $name with binfmt_misc"
+	fi
 }
 
 prepare() {
@@ -356,10 +414,11 @@ prepare() {
 	# for this kernel; the guest loads it and adds siw0 on dummy0.
 	SIW_KO=""
 	if [[ ${RSVERBS_SIW:-0} == 1 ]]; then
+		((ARCH_FOREIGN == 0)) || die "RSVERBS_SIW=1: siw is built for amd64 kernels only (testbed/siw.sh)"
 		SIW_KO=$("$TESTBED/siw.sh" "$KPKG" "$KPKGVER") || die "RSVERBS_SIW=1: no siw.ko for $KPKG"
 	fi
 	exec 9>&-
-	note "ready: kernel $KVER ($KPKGVER, $KSUITE), initramfs $INITRD, userland $USUITE ($UROOT)"
+	note "ready: kernel $KVER ($KPKGVER, $KSUITE, $ARCH_DEB), initramfs $INITRD, userland $USUITE ($UROOT)"
 }
 
 # qemu -virtfs path, with option-list commas escaped.
@@ -407,7 +466,7 @@ run() {
 			{ log "--net needs --mac xx:xx:xx:xx:xx:xx (lower case) and --ip A.B.C.D/LEN"; exit 2; }
 		# shellcheck disable=SC2054 # the commas are qemu's
 		netargs=(-netdev "socket,id=n0,mcast=$net,localaddr=127.0.0.1"
-			-device "virtio-net-pci,netdev=n0,mac=$mac")
+			-device "$ARCH_NET_DEV,netdev=n0,mac=$mac")
 	fi
 	vm_lock
 	prepare
@@ -432,8 +491,8 @@ run() {
 	nonce=$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
 	cwd=$(pwd -P)
 	{
-		printf 'RSV_NONCE=%q\nRSV_CWD=%q\nRSV_KERNEL=%q\nRSV_USERLAND=%q\nRSV_NET_IP=%q\nRSV_CMD=(' \
-			"$nonce" "$cwd" "$KSUITE" "$USUITE" "$ip"
+		printf 'RSV_NONCE=%q\nRSV_CWD=%q\nRSV_KERNEL=%q\nRSV_USERLAND=%q\nRSV_ARCH=%q\nRSV_NET_IP=%q\nRSV_CMD=(' \
+			"$nonce" "$cwd" "$KSUITE" "$USUITE" "$ARCH_DEB" "$ip"
 		printf ' %q' "$@"
 		printf ' )\n'
 	} >"$job/job.sh"
@@ -455,14 +514,12 @@ run() {
 		if ((smp > 4)); then smp=4; fi
 	fi
 	# --foreground: keep qemu in our process group so ^C reaches it.
-	# q35: its virtio devices use MSI, which saves the ACPI interrupt link
-	# setup of the default i440fx machine at every boot (testbed/README.md).
 	# shellcheck disable=SC2054 # the commas are qemu's, not array separators
 	local qemu=(timeout --foreground -k 10 "$timeout"
-		qemu-system-x86_64 -machine q35 -accel tcg,thread=multi -cpu max -m "$mem" -smp "$smp"
+		"${ARCH_QEMU[@]}" -m "$mem" -smp "$smp"
 		-nodefaults -no-user-config -display none -no-reboot -nic none "${netargs[@]}"
 		-serial stdio -kernel "$KERNEL" -initrd "$INITRD"
-		-append "console=ttyS0 panic=-1 quiet rdinit=/init ${RSVERBS_KERNEL_ARGS:-}"
+		-append "console=$ARCH_CONSOLE panic=-1 quiet rdinit=/init ${RSVERBS_KERNEL_ARGS:-}"
 		-virtfs "$(virtfs / hostroot ,readonly=on,multidevs=remap)" "${rootshare[@]}"
 		-virtfs "$(virtfs "$KDIR" rsvkroot ,readonly=on)"
 		-virtfs "$(virtfs "$job" rsvjob ,readonly=on)"

@@ -43,6 +43,23 @@ install_missing() {
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
+# tools/deps.sh --cross ARCH (aarch64, powerpc64le, s390x): the cross C
+# compiler and libc, qemu-user-static (the s390x unit tests run under it),
+# and the Rust standard library for ARCH-unknown-linux-gnu, from rustup when
+# the toolchain is rustup's (docs/architectures.md).
+if [ "${1:-}" = --cross ]; then
+  a=${2:?--cross ARCH}
+  case $a in aarch64) d=arm64 ;; powerpc64le) d=ppc64el ;; s390x) d=s390x ;;
+    *) echo "cross: $a: not one of aarch64 powerpc64le s390x" >&2; exit 2 ;; esac
+  install_missing cross "gcc-$a-linux-gnu" "libc6-dev-$d-cross" qemu-user-static
+  t=$a-unknown-linux-gnu
+  if ! rustc --print sysroot 2>/dev/null | xargs -I{} test -d "{}/lib/rustlib/$t"; then
+    command -v rustup >/dev/null || { echo "cross: no Rust standard library for $t, and no rustup to add it" >&2; exit 1; }
+    echo "cross: rustup target add $t"
+    rustup target add "$t" >/dev/null 2>&1 || { echo "cross: rustup target add $t failed" >&2; exit 1; }
+  fi
+  exit 0
+fi
 if [ "${1:-}" = --deb ]; then
   shift
   install_missing deb dpkg-dev debhelper "$@"

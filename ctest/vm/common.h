@@ -157,6 +157,26 @@ static inline void print_served_by(FILE *f)
 		owner((void *)_ibv_query_gid_table));
 }
 
+/* This architecture's seccomp_data.arch (linux/audit.h). */
+#if defined(__x86_64__)
+#define AUDIT_ARCH_HERE AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define AUDIT_ARCH_HERE AUDIT_ARCH_AARCH64
+#elif defined(__powerpc64__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define AUDIT_ARCH_HERE AUDIT_ARCH_PPC64LE
+#elif defined(__s390x__)
+#define AUDIT_ARCH_HERE AUDIT_ARCH_S390X
+#else
+#error "common.h: add this architecture's AUDIT_ARCH_"
+#endif
+/* The low 32 bits of the u64 seccomp_data.args[n], for a BPF_W load: the
+ * second word on a big-endian machine (linux/seccomp.h struct seccomp_data). */
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define SECCOMP_ARG_LO(n) (offsetof(struct seccomp_data, args[n]) + 4)
+#else
+#define SECCOMP_ARG_LO(n) offsetof(struct seccomp_data, args[n])
+#endif
+
 /* Installs a seccomp filter on the calling thread (and its children):
  * ioctl(_, RDMA_VERBS_IOCTL, _) fails with `ioctl_err` (0: allowed), and
  * write(`fd`, ...) fails with `write_err` (0 or fd < 0: allowed). ENOTTY /
@@ -166,17 +186,17 @@ static inline int install_filter(unsigned ioctl_err, int fd, unsigned write_err)
 {
 	struct sock_filter f[] = {
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_HERE, 1, 0),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_ioctl, 0, 4),
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1])),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SECCOMP_ARG_LO(1)),
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, RDMA_VERBS_IOCTL_REQ, 0, 1),
 		BPF_STMT(BPF_RET | BPF_K, ioctl_err ? SECCOMP_RET_ERRNO | (ioctl_err & SECCOMP_RET_DATA) : SECCOMP_RET_ALLOW),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 		/* nr is still in the accumulator */
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_write, 0, 3),
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SECCOMP_ARG_LO(0)),
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)fd, 0, 1),
 		BPF_STMT(BPF_RET | BPF_K, (write_err && fd >= 0) ? SECCOMP_RET_ERRNO | (write_err & SECCOMP_RET_DATA) : SECCOMP_RET_ALLOW),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),

@@ -173,6 +173,15 @@ int main(int argc, char **argv)
 	member("fail detach of q2, q1 still attached", &g, expect);
 	call("fail", 0, q1, "q1", &g, 0);
 	member("fail q1 detached", &g, 0);
+	/* A detach the kernel refuses for the attached pair itself (another
+	 * LID: uverbs_cmd.c `ib_uverbs_detach_mcast` matches gid and mlid)
+	 * keeps the membership; the right one ends it. */
+	v4(&g, 1, 9);
+	call("fail", 1, q1, "q1", &g, 0);
+	call("fail", 0, q1, "q1", &g, 0xc001);
+	member("fail refused detach (another lid), still attached", &g, expect);
+	call("fail", 0, q1, "q1", &g, 0);
+	member("fail q1 detached with its lid", &g, 0);
 
 	/* 6. fork: the child has none of our sockets; its own attach/detach of
 	 * the group, and its exit, leave our membership alone. */

@@ -64,20 +64,21 @@ for spec in rxe1:dummy0:lo rxe0:lo:dummy0; do
 		check "$dev $m: return values and errno identical to rdma-core's" \
 			diff -u "$W/$dev.ref.calls" "$W/$dev.$m.calls"
 	done
-	check "$dev: the sequence made its 22 calls ($(wc -l < "$W/$dev.ref.calls") call lines)" \
-		test "$(wc -l < "$W/$dev.ref.calls")" -eq 22
+	check "$dev: the sequence made its 25 calls ($(wc -l < "$W/$dev.ref.calls") call lines)" \
+		test "$(wc -l < "$W/$dev.ref.calls")" -eq 25
 	check "$dev: rdma-core's failed calls are there (EINVAL on the RC QP, the unicast GID, the detaches)" \
 		test "$(grep -c 'rc=22 errno=22' "$W/$dev.ref.calls")" -ge 4
 
 	# The trace: one join and one leave per group that was joined and left
-	# by the parent (v4: 1 3 4 6 7 and 8 joined; 8 never left, its QP having
-	# been detached by a child), plus the fork child's own join and leave.
+	# by the parent (v4: 1 3 4 6 7 8 and 9 joined; 8 never left, its QP
+	# having been detached by a child; 9 left once, not at its refused
+	# detach), plus the fork child's own join and leave.
 	tr=$W/$dev.traced.trace
 	joins=$(grep -c "ipjoin join netdev=$nd .*result=0$" "$tr")
 	leaves=$(grep -c "ipjoin leave netdev=$nd .*result=0$" "$tr")
 	echo "ipjoin: $dev traced: $joins joins, $leaves leaves on $nd"
-	check "$dev traced: 8 joins and 7 leaves on $nd, all successful" test "$joins:$leaves" = 8:7
-	check "$dev traced: no join or leave on another netdev" test "$(grep -c 'ipjoin ' "$tr")" -eq 15
+	check "$dev traced: 9 joins and 8 leaves on $nd, all successful" test "$joins:$leaves" = 9:8
+	check "$dev traced: no join or leave on another netdev" test "$(grep -c 'ipjoin ' "$tr")" -eq 17
 	tr=$W/$dev.nobufs.trace
 	check "$dev nobufs: IPv4 joins failed with ENOBUFS, in the trace" \
 		test "$(grep -c "ipjoin join netdev=$nd .*ipv4=.*result=ENOBUFS(105)$" "$tr")" -ge 6

@@ -21,8 +21,11 @@ offsets() {
 				((va >= $2 && va < $2 + $3)) && printf -v "OFF[$h]" '0x%x' $((va - $2 + $1))
 			done
 		fi
-	done < <(readelf -W -l --dyn-syms "$1" |
+	done < <(readelf -W -l --dyn-syms "$1" | sed 's/\[<localentry>: [0-9]*\] //' |
 		awk '$1 == "LOAD" || $8 ~ /^(ibv_attach_mcast|ibv_detach_mcast|_ibv_query_gid_ex|ibv_query_gid|_ibv_query_gid_table)@@IBVERBS_/')
+	# (ppc64's readelf puts "[<localentry>: N]" before the section of an
+	# ELFv2 function: dropped; the probe goes on the global entry, where
+	# calls from other objects arrive.)
 }
 
 # probes_on GROUP BUFKB NAME=LIB...: a uretprobe on attach, detach, gid

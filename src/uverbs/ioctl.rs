@@ -8,7 +8,16 @@
 use core::mem::size_of;
 
 /// `RDMA_VERBS_IOCTL = _IOWR(RDMA_IOCTL_MAGIC 0x1b, 1, struct ib_uverbs_ioctl_hdr)`.
-pub const RDMA_VERBS_IOCTL: libc::c_ulong = 0xc018_1b01;
+pub const RDMA_VERBS_IOCTL: libc::c_ulong = iowr(0x1b, 1, size_of::<IoctlHdr>() as u32) as libc::c_ulong;
+
+/// `_IOWR(type, nr, size)` of this architecture: the generic layout
+/// (asm-generic/ioctl.h: 2 direction bits at 30, 14 size bits at 16), or
+/// powerpc's (arch/powerpc/include/uapi/asm/ioctl.h: 3 direction bits at 29,
+/// read 2 | write 4). Both give 0xc0181b01 for RDMA_VERBS_IOCTL.
+const fn iowr(ty: u32, nr: u32, size: u32) -> u32 {
+    let (dir, dir_shift) = if cfg!(any(target_arch = "powerpc", target_arch = "powerpc64")) { (2 | 4, 29) } else { (2 | 1, 30) };
+    (dir << dir_shift) | (size << 16) | (ty << 8) | nr
+}
 
 /// `UVERBS_OBJECT_DEVICE`.
 pub const OBJECT_DEVICE: u16 = 0;
@@ -82,6 +91,9 @@ pub struct Cmd<const N: usize> {
 
 const _: () = {
     assert!(size_of::<IoctlHdr>() == 24);
+    // The number rdma-core's ioctl() sends (captured on x86_64, and the
+    // same on every architecture rsverbs builds for: see `iowr`).
+    assert!(RDMA_VERBS_IOCTL == 0xc018_1b01);
     assert!(size_of::<Attr>() == 16);
     assert!(size_of::<Cmd<4>>() == 24 + 4 * 16);
 };
@@ -115,9 +127,14 @@ fn const_in(attr_id: u16, value: u64) -> Attr {
     Attr { attr_id, len: 8, flags: ATTR_F_MANDATORY, attr_data: 0, data: value }
 }
 
-/// `fill_attr_in_uint32`: 4 inline bytes, copied into the low half of `data`.
+/// `fill_attr_in_uint32`: the 4 bytes are copied to the *start* of the 8-byte
+/// `data` field (cmd_ioctl.h `_fill_attr_in`: `memcpy(&attr->data, data, len)`),
+/// where the kernel reads them (uverbs_ioctl.h `uverbs_copy_from`). On a
+/// big-endian host that is the high half of the u64, not `u64::from(value)`.
 fn in_u32(attr_id: u16, value: u32) -> Attr {
-    Attr { attr_id, len: 4, flags: ATTR_F_MANDATORY, attr_data: 0, data: u64::from(value) }
+    let v = value.to_ne_bytes();
+    let data = u64::from_ne_bytes([v[0], v[1], v[2], v[3], 0, 0, 0, 0]);
+    Attr { attr_id, len: 4, flags: ATTR_F_MANDATORY, attr_data: 0, data }
 }
 
 /// `fill_attr_in`/`fill_attr_out` for a buffer longer than 8 bytes: a pointer.
@@ -213,25 +230,37 @@ pub fn query_gid_table(driver_id: u32, entry_size: u64, flags: u32, entries: u64
 mod tests {
     use super::*;
 
+    use crate::uverbs::capture::host;
+
+    /// An attribute as captured on x86_64: id, len, flags (MANDATORY),
+    /// attr_data, then `data` as one u64, or for a 4-byte inline value
+    /// (`in4`) the value's 4 bytes then 4 zero bytes.
+    fn attr_bytes_as(id: u16, len: u16, data: u64, in4: bool) -> Vec<u8> {
+        let mut le = Vec::new();
+        for x in [id, len, 1, 0] {
+            le.extend_from_slice(&x.to_le_bytes());
+        }
+        le.extend_from_slice(&data.to_le_bytes());
+        host(&le, if in4 { &[2, 2, 2, 2, 4, 4] } else { &[2, 2, 2, 2, 8] })
+    }
+
     fn attr_bytes(id: u16, len: u16, data: u64) -> Vec<u8> {
-        let mut v = Vec::new();
-        v.extend_from_slice(&id.to_le_bytes());
-        v.extend_from_slice(&len.to_le_bytes());
-        v.extend_from_slice(&1u16.to_le_bytes()); // MANDATORY
-        v.extend_from_slice(&0u16.to_le_bytes());
-        v.extend_from_slice(&data.to_le_bytes());
-        v
+        attr_bytes_as(id, len, data, false)
+    }
+
+    fn in4_bytes(id: u16, value: u32) -> Vec<u8> {
+        attr_bytes_as(id, 4, u64::from(value), true)
     }
 
     fn hdr_bytes(length: u16, method: u16, nattrs: u16, driver_id: u32) -> Vec<u8> {
-        let mut v = Vec::new();
+        let mut le = Vec::new();
         for x in [length, 0, method, nattrs] {
-            v.extend_from_slice(&x.to_le_bytes());
+            le.extend_from_slice(&x.to_le_bytes());
         }
-        v.extend_from_slice(&0u64.to_le_bytes());
-        v.extend_from_slice(&driver_id.to_le_bytes());
-        v.extend_from_slice(&0u32.to_le_bytes());
-        v
+        le.extend_from_slice(&0u64.to_le_bytes());
+        le.extend_from_slice(&driver_id.to_le_bytes());
+        le.extend_from_slice(&0u32.to_le_bytes());
+        host(&le, &[2, 2, 2, 2, 8, 4, 4])
     }
 
     /// docs/kernel-abi.md §1: rdma-core 44 INVOKE_WRITE for attach, driver_id 14 (rxe).
@@ -254,9 +283,24 @@ mod tests {
         let mut want = hdr_bytes(88, 6, 4, 14);
         want.extend(attr_bytes(0, 8, 1));
         want.extend(attr_bytes(1, 8, 3));
-        want.extend(attr_bytes(2, 4, 0x8000_0001));
+        want.extend(in4_bytes(2, 0x8000_0001));
         want.extend(attr_bytes(3, 32, entry));
         assert_eq!(cmd.as_bytes(), &want[..]);
+    }
+
+    /// The kernel reads a 4-byte inline attribute from the first 4 bytes of
+    /// `data` (uverbs_ioctl.h `uverbs_copy_from`), on either byte order.
+    #[test]
+    fn inline_u32_sits_in_the_first_four_bytes() {
+        for flags in [1u32, 0x8000_0000, 0x8000_0001, u32::MAX] {
+            let cmd = query_gid_entry(14, 1, 0, flags, 0x1000, 32);
+            let b = &cmd.as_bytes()[24 + 2 * 16..24 + 3 * 16];
+            assert_eq!(&b[8..12], &flags.to_ne_bytes(), "flags {flags:#x}");
+            assert_eq!(&b[12..16], &[0; 4], "flags {flags:#x}");
+            let cmd = query_gid_table(14, 32, flags, 0x7000, 64, 0x8000);
+            let b = &cmd.as_bytes()[24 + 16..24 + 2 * 16];
+            assert_eq!(&b[8..12], &flags.to_ne_bytes(), "table flags {flags:#x}");
+        }
     }
 
     /// rdma-core 44 `_ibv_query_gid_table` (cmd_device.c): the same four attributes.
@@ -265,7 +309,7 @@ mod tests {
         let cmd = query_gid_table(14, 32, 0, 0x7000, 32 * 1024, 0x8000);
         let mut want = hdr_bytes(88, 5, 4, 14);
         want.extend(attr_bytes(0, 8, 32));
-        want.extend(attr_bytes(1, 4, 0));
+        want.extend(in4_bytes(1, 0));
         want.extend(attr_bytes(2, 32 * 1024, 0x7000));
         want.extend(attr_bytes(3, 8, 0x8000));
         assert_eq!(cmd.as_bytes(), &want[..]);

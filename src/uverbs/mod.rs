@@ -2,6 +2,8 @@
 //! syscalls on `cmd_fd` (`exec`), the per-context route (`route`), and the two
 //! ways a verb sends a command: [`ioctl_checked`] and [`run_write_cmd`].
 
+#[cfg(test)]
+pub mod capture;
 pub mod exec;
 pub mod ioctl;
 pub mod route;

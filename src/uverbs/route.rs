@@ -167,8 +167,10 @@ fn probe(fd: c_int, driver_id: u32) -> core::result::Result<(), c_int> {
 #[cold]
 #[inline(never)]
 fn discover(key: Key) -> Result<Route> {
-    // An error goes back as Error::sys: the C boundary sets errno to it.
-    let _errno = ErrnoGuard::save();
+    // The probes' errno is not the caller's; but a probe that fails for
+    // good leaves its errno set, as rdma-core's failed ioctl does (a detach
+    // that then counts as done keeps EIO: cmd_write.h `verbs_is_destroy_err`).
+    let saved = ErrnoGuard::save();
     let hint = LAST_DRIVER_ID.load(Relaxed);
     let mut found = None;
     for id in core::iter::once(hint).chain((0..MAX_DRIVER_ID).filter(|&i| i != hint)) {
@@ -182,7 +184,10 @@ fn discover(key: Key) -> Result<Route> {
                 found = None;
                 break;
             }
-            Err(e) => return Err(Error::sys(e)),
+            Err(e) => {
+                saved.keep_current();
+                return Err(Error::sys(e));
+            }
         }
     }
     let route = match found {
@@ -210,6 +215,7 @@ fn discover(key: Key) -> Result<Route> {
     } else {
         route
     };
+    drop(saved);
     Ok(route)
 }
 

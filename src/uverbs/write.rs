@@ -152,16 +152,20 @@ pub fn query_port(port_num: u8, resp: u64) -> WriteCmd<QueryPortReq> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::uverbs::capture::host;
 
     /// docs/kernel-abi.md §1: captured `1e 00 00 00 08 00 00 00 | a0..af | 44 33 22 11 | 0d c0 | 00 00`.
     #[test]
     fn attach_write_matches_rdma_core_capture() {
         let gid: [u8; 16] = core::array::from_fn(|i| 0xa0 + i as u8);
         let cmd = mcast(CMD_ATTACH_MCAST, mcast_req(gid, 0x1122_3344, 0xc00d));
-        let mut want = vec![0x1e, 0, 0, 0, 8, 0, 0, 0];
-        want.extend_from_slice(&gid);
-        want.extend_from_slice(&[0x44, 0x33, 0x22, 0x11, 0x0d, 0xc0, 0, 0]);
+        let mut le = vec![0x1e, 0, 0, 0, 8, 0, 0, 0];
+        le.extend_from_slice(&gid);
+        le.extend_from_slice(&[0x44, 0x33, 0x22, 0x11, 0x0d, 0xc0, 0, 0]);
+        // The GID is bytes in network order; every integer is host order.
+        let want = host(&le, &[4, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 4, 2, 2]);
         assert_eq!(cmd.as_bytes(), &want[..]);
+        assert_eq!(&cmd.as_bytes()[8..24], &gid);
     }
 
     #[test]
@@ -169,8 +173,8 @@ mod tests {
         let req = mcast_req([0xff; 16], 7, 0);
         let a = mcast(CMD_ATTACH_MCAST, req);
         let d = mcast(CMD_DETACH_MCAST, req);
-        assert_eq!(d.as_bytes()[0], 31);
-        assert_eq!(a.as_bytes()[1..], d.as_bytes()[1..]);
+        assert_eq!(d.as_bytes()[..4], 31u32.to_ne_bytes());
+        assert_eq!(a.as_bytes()[4..], d.as_bytes()[4..]);
     }
 
     /// kernel `ib_uverbs_write` + `verify_hdr`: in_words*4 == count,
@@ -180,8 +184,8 @@ mod tests {
         let cmd = query_port(1, 0xdead_beef_0000);
         let b = cmd.as_bytes();
         assert_eq!(b.len(), 24);
-        assert_eq!(&b[0..8], &[2, 0, 0, 0, 6, 0, 10, 0]);
-        assert_eq!(&b[8..16], &0xdead_beef_0000u64.to_le_bytes());
+        assert_eq!(&b[0..8], &host(&[2, 0, 0, 0, 6, 0, 10, 0], &[4, 2, 2])[..]);
+        assert_eq!(&b[8..16], &0xdead_beef_0000u64.to_ne_bytes());
         assert_eq!(&b[16..24], &[1, 0, 0, 0, 0, 0, 0, 0]);
     }
 }

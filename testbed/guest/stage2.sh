@@ -28,6 +28,7 @@ die() {
 # shellcheck source=/dev/null # written by vm.sh: RSV_NONCE RSV_CWD RSV_CMD RSV_KERNEL RSV_USERLAND RSV_NET_IP
 . $RSV/job/job.sh || die "cannot read job"
 RSV_NET_IP=${RSV_NET_IP:-}
+RSV_ARCH=${RSV_ARCH:-amd64}
 
 # The root has no /lib/modules for this kernel, so point both the kernel's
 # module autoloader and our own modprobe calls at the cached module tree
@@ -114,7 +115,7 @@ cd "$RSV_CWD" || die "cwd $RSV_CWD not visible in the guest"
 echo "RSVERBS_TESTBED_START $RSV_NONCE"
 env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
 	HOME=/tmp USER=root LOGNAME=root SHELL=/bin/bash TERM=dumb LANG=C.UTF-8 \
-	RSVERBS_GUEST=1 RSVERBS_OUT=/out RSVERBS_KERNEL="$RSV_KERNEL" RSVERBS_USERLAND="$RSV_USERLAND" \
+	RSVERBS_GUEST=1 RSVERBS_OUT=/out RSVERBS_KERNEL="$RSV_KERNEL" RSVERBS_USERLAND="$RSV_USERLAND" RSVERBS_ARCH="$RSV_ARCH" \
 	"${SIW_ENV[@]}" "${NET_ENV[@]}" "${RSV_CMD[@]}"
 status=$?
 echo "RSVERBS_TESTBED_EXIT=$status $RSV_NONCE"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# make faults (also in make check): every syscall rsverbs makes during a
-# verb, failed on purpose at each position with each plausible errno
+# make faults (an opt-in guest suite: ctest/guest_suite.sh runs it only when
+# named, and .ci/run runs make faults): every syscall rsverbs makes during
+# a verb, failed on purpose at each position with each plausible errno
 # (ctest/vm/faults.c; docs/security.md), on rxe1 (dummy0):
 #   plain     rsverbs preloaded
 #   features  rsverbs preloaded with RSVERBS_MCAST_IPJOIN=1 and
@@ -18,12 +19,13 @@ TMO=${FAULTS_TIMEOUT:-900}
 
 one() { # one LABEL ENV...: a run, one result per injected fault
 	local label=$1 out=$W/$1.out; shift
-	timeout "$TMO" env "$@" "$P" rxe1 dummy0 > "$out" 2> "$W/$label.err"
-	local rc=$?
+	# The census line of each scenario, as it comes: the progress line.
+	timeout "$TMO" env "$@" "$P" rxe1 dummy0 2> "$W/$label.err" | tee "$out" |
+		sed -u -n "s/^census /faults: $label: census /p"
+	local rc=${PIPESTATUS[0]}
 	while read -r _ rest; do
 		case $rest in *" ok"*) pass "$label: $rest" ;; *) fail "$label: $rest" ;; esac
 	done < <(grep '^inject ' "$out")
-	grep '^census ' "$out" | sed "s/^/faults: $label: /"
 	check "$label: exits 0 (rc $rc; $(grep '^faults: ' "$out"))" test "$rc" -eq 0
 	[ "$rc" -eq 0 ] || tail -3 "$W/$label.err" >&2
 }

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The other architectures, on this host (docs/architectures.md):
+#   - the library's unit tests on s390x, big-endian with an unsigned char,
+#     under qemu-user-static: every encoder and parser on a big-endian target;
+#   - librsverbs.so.1 cross-built for aarch64, powerpc64le and s390x
+#     (make lib ARCH=...): the same exports and version nodes as this host's,
+#     nothing imported above the glibc floor, the right ELF machine and order;
+#   - the struct offsets rsverbs reads (ctest/abi_layout.c) and the prototypes
+#     (ctest/proto.c), compiled by each target's own gcc against verbs.h.
+# The real kernels of those architectures: make matrix-arch (ctest/matrix.sh).
+# RSVERBS_CROSS_ARCHES overrides the list (toolchain names).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source ctest/lib.sh
+ARCHES=${RSVERBS_CROSS_ARCHES:-aarch64 powerpc64le s390x}
+O=ctest/out/crossarch; mkdir -p "$O"
+
+# The host's library, which every cross build must match.
+HOSTLIB=${RSVERBS_BUILD:-$PWD/build}/librsverbs.so.1
+floor=${RSVERBS_GLIBC_FLOOR:-2.17}
+
+# The ELF machine (readelf -h) and byte order of each architecture.
+machine() { case $1 in aarch64) echo AArch64 ;; powerpc64le) echo "PowerPC64" ;; s390x) echo "IBM S/390" ;; esac; }
+order() { case $1 in s390x) echo "big endian" ;; *) echo "little endian" ;; esac; }
+
+# verbs.h and its siblings are architecture-independent; the target's libc
+# and kernel headers come from its cross toolchain: a directory holding
+# only infiniband/, never the host's /usr/include (testbed/README.md).
+inc=$O/include
+mkdir -p "$inc"
+ln -sfn /usr/include/infiniband "$inc/infiniband"
+
+for a in $ARCHES; do
+  gcc=$a-linux-gnu-gcc
+  tools/deps.sh --cross "$a" || { fail "$a: cannot install the cross toolchain (tools/deps.sh --cross $a)"; continue; }
+  lib=$PWD/build/$a/librsverbs.so.1
+  if make -s lib ARCH="$a" BUILD="$PWD/build/$a" > "$O/$a.build.log" 2>&1; then
+    hdr=$(readelf -h "$lib")
+    check "$a: librsverbs.so.1 is $(machine "$a"), $(order "$a")" \
+      grep -q "Machine: *$(machine "$a").*Data:.*$(order "$a")\|Data:.*$(order "$a").*Machine: *$(machine "$a")" <<< "$(tr '\n' ' ' <<< "$hdr")"
+    check "$a: the same exported symbols as the host's library" [ "$(exports "$lib")" = "$(exports "$HOSTLIB")" ]
+    check "$a: the same version definitions as the host's library" [ "$(verdefs "$lib")" = "$(verdefs "$HOSTLIB")" ]
+    newest=$(objdump -T "$lib" | grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -1)
+    # The Makefile's ZIG_GLIBC: zig knows powerpc64le's glibc from 2.19 on,
+    # so the floor there is 2.19 (docs/architectures.md).
+    f=$floor
+    [ "$a" != powerpc64le ] || f=2.19
+    check "$a: imports no glibc symbol version above $f (newest: GLIBC_$newest)" \
+      [ "$(printf '%s\n' "$newest" "$f" | sort -V | tail -1)" = "$f" ]
+  else
+    tail -5 "$O/$a.build.log" >&2
+    fail "$a: make lib ARCH=$a failed (log: $O/$a.build.log)"
+  fi
+  check "$a: struct layout vs verbs.h, by $gcc" \
+    "$gcc" -std=c11 -Wall -Werror -I"$inc" -c ctest/abi_layout.c -o "$O/$a.abi_layout.o"
+  check "$a: C prototypes identical to verbs.h, by $gcc" \
+    "$gcc" -std=c11 -Wall -Werror -I"$inc" -Iinclude -c ctest/proto.c -o "$O/$a.proto.o"
+done
+
+# The unit tests on s390x: big-endian, unsigned char. Tests that ask the
+# kernel something are left out: qemu-user hands their syscalls to this
+# x86_64 kernel, which answers an unknown ioctl with ENOSYS and prints
+# /proc/net/igmp in its own byte order. They run in the s390x guest's
+# suites instead (make matrix-arch).
+KERNEL_TESTS=(ipjoin::sock::tests:: trace::facts::tests::igmp_membership_per_device
+  uverbs::route::tests::discovery_on_a_non_uverbs_fd_reports_the_kernel_errno
+  uverbs::route::tests::enotty_from_a_non_uverbs_fd_is_not_cached)
+if grep -qw s390x <<< "$ARCHES"; then
+  export CARGO_TARGET_S390X_UNKNOWN_LINUX_GNU_LINKER=s390x-linux-gnu-gcc
+  export CARGO_TARGET_S390X_UNKNOWN_LINUX_GNU_RUNNER="qemu-s390x-static -L /usr/s390x-linux-gnu"
+  out=$O/s390x.unit
+  skips=()
+  for t in "${KERNEL_TESTS[@]}"; do skips+=(--skip "$t"); done
+  cargo test --release --locked --lib --target s390x-unknown-linux-gnu -- "${skips[@]}" > "$out" 2>&1
+  list=$(cargo test --release --locked --lib --target s390x-unknown-linux-gnu -- --list 2>/dev/null)
+  # A skip that names no test any more would hide nothing: fail on it.
+  for t in "${KERNEL_TESTS[@]}"; do
+    grep -q "^$t" <<< "$list" || fail "s390x unit: the skipped test $t no longer exists"
+  done
+  n=0
+  while read -r _ name _ res; do
+    n=$((n + 1))
+    case $res in ok) pass "s390x unit: $name" ;; ignored*) ;; *) fail "s390x unit: $name ($res)" ;; esac
+  done < <(grep -E '^test .* \.\.\. ' "$out")
+  check "s390x unit: cargo test finished cleanly ($n tests, ${#KERNEL_TESTS[@]} kernel-facing ones left to the guest)" \
+    grep -q '^test result: ok' "$out"
+  grep -E '^test result|panicked' "$out"
+fi
+finish
