@@ -127,8 +127,8 @@ mod tests {
             e[16..20].copy_from_slice(&j.to_ne_bytes());
             e[20..24].copy_from_slice(&u32::from(p).to_ne_bytes());
             if last != 0 {
-                e[24] = 2;
-                e[28] = 7;
+                e[24..28].copy_from_slice(&2u32.to_ne_bytes());
+                e[28..32].copy_from_slice(&7u32.to_ne_bytes());
             }
             let n = n.min(32);
             // SAFETY: the walk gives n writable bytes at at.
@@ -142,14 +142,19 @@ mod tests {
         unsafe { walk(1, |_| Ok((tbl, 2)), fill, buf.as_mut_ptr().cast(), max, esz) }
     }
 
+    /// The u32 at byte `at` of `buf`, in host order (as the entry's fields).
+    fn u32_at(buf: &[u8], at: usize) -> u32 {
+        u32::from_ne_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]])
+    }
+
     #[test]
     fn valid_entries_are_packed_and_empty_ones_skipped() {
         let mut buf = [0xa5u8; 4 * 32];
         assert_eq!(run(&[1, 0, 3, 0, 0], 4, 32, &mut buf), Ok(2));
-        assert_eq!((buf[15], buf[16], buf[32 + 15], buf[32 + 16]), (1, 0, 3, 2));
+        assert_eq!((buf[15], u32_at(&buf, 16), buf[32 + 15], u32_at(&buf, 32 + 16)), (1, 0, 3, 2));
         // The empty entries after the last valid one are left in slot 2,
         // as rdma-core leaves them: index 4, the zero GID.
-        assert_eq!((buf[64 + 15], buf[64 + 16], buf[64 + 24]), (0, 4, 0));
+        assert_eq!((buf[64 + 15], u32_at(&buf, 64 + 16), u32_at(&buf, 64 + 24)), (0, 4, 0));
         assert!(buf[96..].iter().all(|&b| b == 0xa5));
     }
 
