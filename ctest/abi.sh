@@ -16,7 +16,7 @@ check "C++ prototypes identical to verbs.h" c++ -std=c++11 -Wall -Werror -Iinclu
 
 # Exactly these defined dynamic symbols, with these versions (exports and
 # verdefs: ctest/lib.sh).
-want=$'_ibv_query_gid_ex@@IBVERBS_1.11\nibv_attach_mcast@@IBVERBS_1.1\nibv_detach_mcast@@IBVERBS_1.1\nrsverbs_attach_mcast@@RSVERBS_0.1\nrsverbs_detach_mcast@@RSVERBS_0.1\nrsverbs_mcast_attachments@@RSVERBS_0.2\nrsverbs_query_gid_ex@@RSVERBS_0.1'
+want=$'_ibv_query_gid_ex@@IBVERBS_1.11\n_ibv_query_gid_table@@IBVERBS_1.11\nibv_attach_mcast@@IBVERBS_1.1\nibv_detach_mcast@@IBVERBS_1.1\nibv_query_gid@@IBVERBS_1.1\nrsverbs_attach_mcast@@RSVERBS_0.1\nrsverbs_detach_mcast@@RSVERBS_0.1\nrsverbs_mcast_attachments@@RSVERBS_0.2\nrsverbs_query_gid@@RSVERBS_0.3\nrsverbs_query_gid_ex@@RSVERBS_0.1\nrsverbs_query_gid_table@@RSVERBS_0.3'
 got=$(exports "$LIB")
 if [ "$got" = "$want" ]; then pass "exported symbol set is exact"; else fail "exported symbols: $(echo "$got" | tr '\n' ' ')"; fi
 
@@ -53,17 +53,19 @@ cc -Wall -o "$O/null_plain" ctest/null_args.c -libverbs -ldl
 LD_PRELOAD=$LIB LD_DEBUG=bindings "$O/null_plain" > "$O/preload.out" 2> "$O/preload.bindings"
 check "preload: NULL args give EINVAL, no crash" grep -q "null_args: ok" "$O/preload.out"
 for mode in relinked preload; do
-  for sym in "ibv_attach_mcast' \[IBVERBS_1.1\]" "ibv_detach_mcast' \[IBVERBS_1.1\]" "_ibv_query_gid_ex' \[IBVERBS_1.11\]"; do
+  for sym in "ibv_attach_mcast' \[IBVERBS_1.1\]" "ibv_detach_mcast' \[IBVERBS_1.1\]" "_ibv_query_gid_ex' \[IBVERBS_1.11\]" \
+    "ibv_query_gid' \[IBVERBS_1.1\]" "_ibv_query_gid_table' \[IBVERBS_1.11\]"; do
     check "$mode: ${sym%%\'*} bound to librsverbs" grep -Eq "to $B/librsverbs.so.1 \[0\]: normal symbol \`$sym" "$O/$mode.bindings"
   done
-  check "$mode: dladdr owner of all three is librsverbs" sh -c "[ \$(grep -c '^owner .*librsverbs.so.1' $O/$mode.out) = 3 ]"
+  check "$mode: dladdr owner of all five is librsverbs" sh -c "[ \$(grep -c '^owner .*librsverbs.so.1' $O/$mode.out) = 5 ]"
 done
 
-# The IBVERBS_1.0 compat entry points (struct ibv_qp_1_0 *) stay rdma-core's.
+# The IBVERBS_1.0 compat entry points (struct ibv_qp_1_0 *, struct ibv_context_1_0 *) stay rdma-core's.
 cc -Wall -o "$O/compat10" ctest/compat10.c -libverbs
 LD_BIND_NOW=1 LD_PRELOAD=$LIB LD_DEBUG=bindings "$O/compat10" > /dev/null 2> "$O/compat10.bindings"
 check "preload leaves ibv_attach_mcast@IBVERBS_1.0 to libibverbs" grep -Eq "to /.*libibverbs.so.1 \[0\]: normal symbol \`ibv_attach_mcast' \[IBVERBS_1.0\]" "$O/compat10.bindings"
 check "preload leaves ibv_detach_mcast@IBVERBS_1.0 to libibverbs" grep -Eq "to /.*libibverbs.so.1 \[0\]: normal symbol \`ibv_detach_mcast' \[IBVERBS_1.0\]" "$O/compat10.bindings"
+check "preload leaves ibv_query_gid@IBVERBS_1.0 to libibverbs" grep -Eq "to /.*libibverbs.so.1 \[0\]: normal symbol \`ibv_query_gid' \[IBVERBS_1.0\]" "$O/compat10.bindings"
 
 # install/uninstall with DESTDIR and custom directories.
 d=$(mktemp -d)

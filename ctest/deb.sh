@@ -7,7 +7,7 @@
 #      lintian (the host's) finds nothing at its default level;
 #   2. in a second clean root, apt installs them; a program relinked with
 #      pkg-config --libs rsverbs (no rpath) and an rdma-core program under
-#      LD_PRELOAD=librsverbs.so.1 (the bare SONAME) both bind the three verbs
+#      LD_PRELOAD=librsverbs.so.1 (the bare SONAME) both bind the five verbs
 #      to the packaged library (LD_DEBUG=bindings); the packaged library is
 #      stripped and its debug file has its build ID; apt purge leaves no file
 #      behind.
@@ -99,7 +99,8 @@ LD_DEBUG=bindings /tmp/relinked >/tmp/relinked.out 2>/tmp/relinked.bindings
 LD_PRELOAD=librsverbs.so.1 LD_DEBUG=bindings /tmp/plain >/tmp/preload.out 2>/tmp/preload.bindings
 for mode in relinked preload; do
   check "$mode: NULL args give EINVAL, no crash" grep -q "null_args: ok" /tmp/$mode.out
-  for sym in "ibv_attach_mcast. \[IBVERBS_1.1\]" "ibv_detach_mcast. \[IBVERBS_1.1\]" "_ibv_query_gid_ex. \[IBVERBS_1.11\]"; do
+  for sym in "ibv_attach_mcast. \[IBVERBS_1.1\]" "ibv_detach_mcast. \[IBVERBS_1.1\]" "_ibv_query_gid_ex. \[IBVERBS_1.11\]" \
+    "ibv_query_gid. \[IBVERBS_1.1\]" "_ibv_query_gid_table. \[IBVERBS_1.11\]"; do
     check "$mode: ${sym%%.*} bound to the packaged $L" grep -Eq "to $LRE \[0\]: normal symbol .$sym" /tmp/$mode.bindings
   done
 done

@@ -7,5 +7,7 @@
 SAME(rsverbs_attach_mcast, ibv_attach_mcast);
 SAME(rsverbs_detach_mcast, ibv_detach_mcast);
 SAME(rsverbs_query_gid_ex, _ibv_query_gid_ex);
+SAME(rsverbs_query_gid, ibv_query_gid);
+SAME(rsverbs_query_gid_table, _ibv_query_gid_table);
 
 int main(void) { return 0; }

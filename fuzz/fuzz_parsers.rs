@@ -358,7 +358,7 @@ fn t_sysfs(d: &[u8]) -> Outcome {
         let mut buf = [0xa5u8; 96];
         // SAFETY: ctx and dev are live; buf holds 96 >= entry_size bytes.
         let r = unsafe {
-            rsverbs::sysfs::query_gid_entry(&mut *ctx, key, 1, index, buf.as_mut_ptr().cast::<ibv_gid_entry>(), entry_size)
+            rsverbs::sysfs::query_gid_entry(&mut *ctx, key, 1, index, buf.as_mut_ptr().cast::<ibv_gid_entry>(), entry_size, rsverbs::sysfs::Want::ALL)
         };
         if buf[entry_size..].iter().any(|&b| b != 0xa5) {
             return Err(format!("wrote past entry_size {entry_size}: {:02x?}", &buf[..48]));

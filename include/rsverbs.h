@@ -1,10 +1,12 @@
 /*
- * rsverbs: ibv_attach_mcast, ibv_detach_mcast and _ibv_query_gid_ex of
- * libibverbs, reimplemented on kernel uverbs (https://example.invalid/rsverbs).
+ * rsverbs: ibv_attach_mcast, ibv_detach_mcast, ibv_query_gid,
+ * _ibv_query_gid_ex and _ibv_query_gid_table of libibverbs, reimplemented on
+ * kernel uverbs (https://example.invalid/rsverbs).
  *
  * Programs need no change: <infiniband/verbs.h> already declares the verbs,
  * and librsverbs.so.1 exports them as ibv_attach_mcast@@IBVERBS_1.1,
- * ibv_detach_mcast@@IBVERBS_1.1 and _ibv_query_gid_ex@@IBVERBS_1.11.
+ * ibv_detach_mcast@@IBVERBS_1.1, ibv_query_gid@@IBVERBS_1.1,
+ * _ibv_query_gid_ex@@IBVERBS_1.11 and _ibv_query_gid_table@@IBVERBS_1.11.
  * Use it with LD_PRELOAD=librsverbs.so.1, or link with
  * $(pkg-config --cflags --libs rsverbs), which puts -lrsverbs before -libverbs.
  *
@@ -60,6 +62,37 @@ int rsverbs_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t l
  `entry_size` bytes.
  */
 int rsverbs_query_gid_ex(struct ibv_context *context, uint32_t port_num, uint32_t gid_index, struct ibv_gid_entry *entry, uint32_t flags, size_t entry_size);
+
+/*
+ `ibv_query_gid`: the GID of table entry `index` of `port_num`.
+
+ Returns 0 (the zero GID for an empty entry), or -1 with `errno` as
+ rdma-core leaves it. NULL `context` gives -1 with `errno` EINVAL, and so
+ does NULL `gid` where rdma-core would store through it (a failed query
+ returns its own -1 and `errno` before).
+
+ # Safety
+ `context` must be NULL or a live rdma-core context, and `gid` NULL or
+ writable for 16 bytes.
+ */
+int rsverbs_query_gid(struct ibv_context *context, uint8_t port_num, int index, union ibv_gid *gid);
+
+/*
+ `_ibv_query_gid_table`: the valid entries of every port's GID table.
+ `ibv_query_gid_table()` of `<infiniband/verbs.h>` calls it with
+ `entry_size = sizeof(struct ibv_gid_entry)`.
+
+ Returns the number of entries, or a negative errno (`errno` as rdma-core
+ leaves it). NULL `context` gives -EINVAL with `errno` EINVAL; NULL
+ `entries` goes to the kernel as rdma-core sends it, and gives -EINVAL
+ with `errno` EINVAL in the sysfs fallback where rdma-core would store
+ through it.
+
+ # Safety
+ `context` must be NULL or a live rdma-core context, and `entries` NULL
+ or writable for `max_entries * entry_size` bytes.
+ */
+ssize_t rsverbs_query_gid_table(struct ibv_context *context, struct ibv_gid_entry *entries, size_t max_entries, uint32_t flags, size_t entry_size);
 
 /*
  `rsverbs_mcast_attachments`: the multicast groups `qp` is attached to

@@ -4,9 +4,11 @@
 //! The functions are exported under `rsverbs_*` names (declared in
 //! `include/rsverbs.h`) and bound to rdma-core's versioned names with
 //! `.symver` (below), so that they interpose exactly
-//! `ibv_attach_mcast@IBVERBS_1.1`, `ibv_detach_mcast@IBVERBS_1.1` and
-//! `_ibv_query_gid_ex@IBVERBS_1.11`, and never the `@IBVERBS_1.0` compat
-//! symbols that take `struct ibv_qp_1_0 *` (docs/kernel-abi.md §5).
+//! `ibv_attach_mcast@IBVERBS_1.1`, `ibv_detach_mcast@IBVERBS_1.1`,
+//! `ibv_query_gid@IBVERBS_1.1`, `_ibv_query_gid_ex@IBVERBS_1.11` and
+//! `_ibv_query_gid_table@IBVERBS_1.11`, and never the `@IBVERBS_1.0` compat
+//! symbols that take `struct ibv_qp_1_0 *` or `struct ibv_context_1_0 *`
+//! (docs/kernel-abi.md §5).
 //!
 //! Each export first tests `hooks::wanted` (one Relaxed load); only
 //! with `RSVERBS_TRACE` or `RSVERBS_MCAST_IPJOIN` set does the call go
@@ -18,7 +20,7 @@
 //! indexing that can fail on caller data.
 
 use crate::abi::{ibv_context, ibv_gid, ibv_gid_entry, ibv_qp};
-use crate::error::{Error, to_c};
+use crate::error::{Error, to_c, to_c_count, to_c_gid};
 use crate::registry::QpKey;
 use crate::mcast::{McastCall, Op};
 use crate::{gid, hooks, mcast, trace};
@@ -29,6 +31,8 @@ core::arch::global_asm!(
     ".symver rsverbs_attach_mcast, ibv_attach_mcast@@IBVERBS_1.1",
     ".symver rsverbs_detach_mcast, ibv_detach_mcast@@IBVERBS_1.1",
     ".symver rsverbs_query_gid_ex, _ibv_query_gid_ex@@IBVERBS_1.11",
+    ".symver rsverbs_query_gid, ibv_query_gid@@IBVERBS_1.1",
+    ".symver rsverbs_query_gid_table, _ibv_query_gid_table@@IBVERBS_1.11",
 );
 
 /// EINVAL with `errno` set: rsverbs' answer to NULL where rdma-core crashes.
@@ -110,7 +114,7 @@ pub unsafe extern "C" fn rsverbs_query_gid_ex(
     let query = gid::GidQuery { ctx: context, port_num, gid_index, entry, flags, entry_size };
     if hooks::wanted() {
         // SAFETY: forwarded; the hooks call query_c with the same query.
-        return unsafe { hooks::query_gid(query, query_c) };
+        return unsafe { hooks::query_gid_ex(query, query_c) };
     }
     // SAFETY: the caller's contract.
     unsafe { query_c(&query) }
@@ -127,6 +131,101 @@ unsafe fn query_c(query: &gid::GidQuery) -> c_int {
     }
     // SAFETY: checked above; validity is the caller's contract.
     to_c(unsafe { gid::query_gid_ex(query) })
+}
+
+/// `ibv_query_gid`: the GID of table entry `index` of `port_num`.
+///
+/// Returns 0 (the zero GID for an empty entry), or -1 with `errno` as
+/// rdma-core leaves it. NULL `context` gives -1 with `errno` EINVAL, and so
+/// does NULL `gid` where rdma-core would store through it (a failed query
+/// returns its own -1 and `errno` before).
+///
+/// # Safety
+/// `context` must be NULL or a live rdma-core context, and `gid` NULL or
+/// writable for 16 bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rsverbs_query_gid(
+    context: *mut ibv_context,
+    port_num: u8,
+    index: c_int,
+    gid: *mut ibv_gid,
+) -> c_int {
+    let call = gid::GidCall { ctx: context, port_num, index, gid };
+    if hooks::wanted() {
+        // SAFETY: forwarded; the hooks call gid_c with the same call.
+        return unsafe { hooks::query_gid(call, gid_c) };
+    }
+    // SAFETY: the caller's contract.
+    unsafe { gid_c(&call) }
+}
+
+/// `ibv_query_gid`: check → call → map → store.
+///
+/// # Safety
+/// As the export's.
+#[inline(always)]
+unsafe fn gid_c(c: &gid::GidCall) -> c_int {
+    if c.ctx.is_null() {
+        to_c(Err(NULL_ARG));
+        return -1;
+    }
+    // SAFETY: checked above; validity is the caller's contract.
+    let (rc, stored) = to_c_gid(unsafe { gid::query_gid(c) });
+    match stored {
+        Some(_) if c.gid.is_null() => {
+            to_c(Err(NULL_ARG));
+            -1
+        }
+        Some(raw) => {
+            // SAFETY: gid is non-NULL and writable for 16 bytes.
+            unsafe { c.gid.write_unaligned(ibv_gid { raw }) };
+            rc
+        }
+        None => rc,
+    }
+}
+
+/// `_ibv_query_gid_table`: the valid entries of every port's GID table.
+/// `ibv_query_gid_table()` of `<infiniband/verbs.h>` calls it with
+/// `entry_size = sizeof(struct ibv_gid_entry)`.
+///
+/// Returns the number of entries, or a negative errno (`errno` as rdma-core
+/// leaves it). NULL `context` gives -EINVAL with `errno` EINVAL; NULL
+/// `entries` goes to the kernel as rdma-core sends it, and gives -EINVAL
+/// with `errno` EINVAL in the sysfs fallback where rdma-core would store
+/// through it.
+///
+/// # Safety
+/// `context` must be NULL or a live rdma-core context, and `entries` NULL
+/// or writable for `max_entries * entry_size` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rsverbs_query_gid_table(
+    context: *mut ibv_context,
+    entries: *mut ibv_gid_entry,
+    max_entries: usize,
+    flags: u32,
+    entry_size: usize,
+) -> libc::ssize_t {
+    let call = gid::TableCall { ctx: context, entries, max_entries, flags, entry_size };
+    if hooks::wanted() {
+        // SAFETY: forwarded; the hooks call table_c with the same call.
+        return unsafe { hooks::query_gid_table(call, table_c) };
+    }
+    // SAFETY: the caller's contract.
+    unsafe { table_c(&call) }
+}
+
+/// `_ibv_query_gid_table`: check → call → map.
+///
+/// # Safety
+/// As the export's.
+#[inline(always)]
+unsafe fn table_c(t: &gid::TableCall) -> isize {
+    if t.ctx.is_null() {
+        return to_c_count(Err(NULL_ARG));
+    }
+    // SAFETY: checked above; validity is the caller's contract.
+    to_c_count(unsafe { gid::query_gid_table_c(t) })
 }
 
 /// `rsverbs_mcast_attachments`: the multicast groups `qp` is attached to

@@ -68,7 +68,8 @@ impl Drop for ErrnoGuard {
 }
 
 /// Turns a verb's result into the C return value, setting `errno` where
-/// rdma-core's would be set. The only place that maps errors to C.
+/// rdma-core's would be set. With [`to_c_gid`] and [`to_c_count`], the
+/// only place that maps errors to C.
 pub fn to_c(result: Result<()>) -> c_int {
     match result {
         Ok(()) => 0,
@@ -78,6 +79,27 @@ pub fn to_c(result: Result<()>) -> c_int {
             }
             e.code
         }
+    }
+}
+
+/// `ibv_query_gid`'s convention (rdma-core verbs.c): 0 and the GID to
+/// store; for ENODATA (an empty entry) 0 and the zero GID; else -1 and
+/// nothing to store. `errno` as [`to_c`] leaves it, ENODATA's included.
+pub fn to_c_gid(result: Result<[u8; 16]>) -> (c_int, Option<[u8; 16]>) {
+    match result {
+        Ok(gid) => (0, Some(gid)),
+        Err(e) => {
+            if to_c(Err(e)) == libc::ENODATA { (0, Some([0; 16])) } else { (-1, None) }
+        }
+    }
+}
+
+/// `_ibv_query_gid_table`'s convention (rdma-core cmd_device.c): the
+/// number of entries, or the negative errno; `errno` as [`to_c`] leaves it.
+pub fn to_c_count(result: Result<usize>) -> isize {
+    match result {
+        Ok(n) => isize::try_from(n).unwrap_or(isize::MAX),
+        Err(e) => -(to_c(Err(e)) as isize),
     }
 }
 
@@ -103,5 +125,27 @@ mod tests {
         };
         assert_eq!((early(true), errno()), (-1, 1234));
         assert_eq!((early(false), errno()), (0, 1234));
+    }
+
+    #[test]
+    fn the_gid_family_conventions() {
+        set_errno(4242);
+        assert_eq!(to_c_gid(Ok([7; 16])), (0, Some([7; 16])));
+        assert_eq!(errno(), 4242);
+        // An empty entry from the kernel: 0, the zero GID, errno ENODATA.
+        assert_eq!(to_c_gid(Err(Error::sys(libc::ENODATA))), (0, Some([0; 16])));
+        assert_eq!(errno(), libc::ENODATA);
+        set_errno(4242);
+        assert_eq!(to_c_gid(Err(Error::quiet(libc::ENODATA))), (0, Some([0; 16])));
+        assert_eq!(to_c_gid(Err(Error::quiet(libc::EINVAL))), (-1, None));
+        assert_eq!(errno(), 4242);
+        assert_eq!(to_c_gid(Err(Error::sys(libc::EBADF))), (-1, None));
+        assert_eq!(errno(), libc::EBADF);
+        assert_eq!(to_c_count(Ok(4)), 4);
+        set_errno(4242);
+        assert_eq!(to_c_count(Err(Error::quiet(libc::EOPNOTSUPP))), -(libc::EOPNOTSUPP as isize));
+        assert_eq!(errno(), 4242);
+        assert_eq!(to_c_count(Err(Error::sys(libc::EINVAL))), -22);
+        assert_eq!(errno(), libc::EINVAL);
     }
 }

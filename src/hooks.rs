@@ -4,10 +4,10 @@
 //! read (a call before the constructor reads them itself), cleared for good
 //! when both are off. The features' own code is out of line.
 
-use crate::error::ErrnoGuard;
-use crate::gid::GidQuery;
+use crate::error::{ErrnoGuard, errno};
+use crate::gid::{GidCall, GidQuery, TableCall};
 use crate::mcast::McastCall;
-use crate::view::{Context, McastView, QueryView};
+use crate::view::{Context, GidView, McastView, QueryView, TableView};
 use crate::{ipjoin, trace};
 use core::ffi::c_int;
 use core::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -39,7 +39,11 @@ pub fn settle() {
 /// The C body of attach/detach: check → call → map.
 pub type McastFn = unsafe fn(&McastCall) -> c_int;
 /// The C body of `_ibv_query_gid_ex`.
-pub type GidFn = unsafe fn(&GidQuery) -> c_int;
+pub type GidExFn = unsafe fn(&GidQuery) -> c_int;
+/// The C body of `ibv_query_gid`.
+pub type GidFn = unsafe fn(&GidCall) -> c_int;
+/// The C body of `_ibv_query_gid_table`.
+pub type TableFn = unsafe fn(&TableCall) -> isize;
 
 /// Attach or detach `c` through `call`, then, with the features on, the
 /// trace's line and hints and the IP-level join or leave, each given the
@@ -94,7 +98,7 @@ unsafe fn run(c: &McastCall, call: McastFn, traced: bool, join: Option<&mut ipjo
 /// writable (hence readable) for `q.entry_size` bytes.
 #[cold]
 #[inline(never)]
-pub unsafe fn query_gid(q: GidQuery, call: GidFn) -> c_int {
+pub unsafe fn query_gid_ex(q: GidQuery, call: GidExFn) -> c_int {
     settle();
     // SAFETY: forwarded from our caller.
     let rc = unsafe { call(&q) };
@@ -120,5 +124,62 @@ pub unsafe fn query_gid(q: GidQuery, call: GidFn) -> c_int {
         entry,
     };
     trace::after_query(&view, rc);
+    rc
+}
+
+/// `ibv_query_gid` through `call`, then, with tracing on, its line.
+///
+/// # Safety
+/// As the export's: `c.ctx` NULL or a live context; `c.gid` NULL or
+/// writable (hence readable) for 16 bytes.
+#[cold]
+#[inline(never)]
+pub unsafe fn query_gid(c: GidCall, call: GidFn) -> c_int {
+    settle();
+    // SAFETY: forwarded from our caller.
+    let rc = unsafe { call(&c) };
+    if !trace::on() {
+        return rc;
+    }
+    let after = errno();
+    let _errno = ErrnoGuard::save();
+    // SAFETY: the call returned 0, so it stored 16 bytes at gid.
+    let gid = (rc == 0 && !c.gid.is_null()).then(|| unsafe { c.gid.cast::<[u8; 16]>().read_unaligned() });
+    let view = GidView {
+        // SAFETY: NULL or a live context.
+        ctx: unsafe { Context::of(c.ctx) },
+        port: c.port_num,
+        index: c.index,
+        gid_null: c.gid.is_null(),
+        gid,
+        errno: after,
+    };
+    trace::after_gid(&view, rc);
+    rc
+}
+
+/// `_ibv_query_gid_table` through `call`, then, with tracing on, its line.
+///
+/// # Safety
+/// As the export's: `t.ctx` NULL or a live context.
+#[cold]
+#[inline(never)]
+pub unsafe fn query_gid_table(t: TableCall, call: TableFn) -> isize {
+    settle();
+    // SAFETY: forwarded from our caller.
+    let rc = unsafe { call(&t) };
+    if !trace::on() {
+        return rc;
+    }
+    let _errno = ErrnoGuard::save();
+    let view = TableView {
+        // SAFETY: NULL or a live context.
+        ctx: unsafe { Context::of(t.ctx) },
+        entries_null: t.entries.is_null(),
+        max_entries: t.max_entries,
+        flags: t.flags,
+        entry_size: t.entry_size,
+    };
+    trace::after_gid_table(&view, rc);
     rc
 }

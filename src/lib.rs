@@ -1,10 +1,11 @@
 //! # rsverbs
 //!
-//! `ibv_attach_mcast`, `ibv_detach_mcast` and `_ibv_query_gid_ex` of
-//! libibverbs, reimplemented directly on the kernel's uverbs device, with the
-//! same C signatures, return values and `errno` as rdma-core 44. They work on
-//! objects created by the real rdma-core, reading only its public, frozen
-//! struct ABI.
+//! `ibv_attach_mcast`, `ibv_detach_mcast`, `ibv_query_gid`,
+//! `_ibv_query_gid_ex` and `_ibv_query_gid_table` of libibverbs,
+//! reimplemented directly on the kernel's uverbs device, with the same C
+//! signatures, return values and `errno` as the installed rdma-core (33 to
+//! 65). They work on objects created by the real rdma-core, reading only its
+//! public, frozen struct ABI.
 //!
 //! Two ways to use it, with no source change:
 //! - `LD_PRELOAD=librsverbs.so.1 program` on top of rdma-core;
@@ -22,8 +23,8 @@
 //! - [`rdma_core`]: what differs by rdma-core release and provider; `env`:
 //!   the environment switches, rsverbs' and rdma-core's;
 //! - [`view`]: the safe views of rdma-core objects that the features get;
-//! - [`sysfs`], [`gid`], [`mcast`]: the verbs (`sysfs`: the
-//!   `_ibv_query_gid_ex` fallback for old kernels);
+//! - [`sysfs`], [`gid`], [`mcast`]: the verbs (`sysfs`: the GID family's
+//!   fallback for old kernels, `sysfs::table` the table's walk);
 //! - `port`: a QP's port and its netdevs, for the features;
 //! - [`registry`], [`trace`]: `RSVERBS_TRACE`, its hints, and the attachment
 //!   registry they read (docs/trace.md); `ipjoin`: `RSVERBS_MCAST_IPJOIN`,

@@ -130,3 +130,30 @@ pub struct QueryView {
     /// the entry, and how many they are.
     pub entry: Option<([u8; 32], usize)>,
 }
+
+/// One `ibv_query_gid`, as the trace sees it, after the call.
+#[derive(Clone, Copy)]
+pub struct GidView {
+    /// None for a NULL `context`.
+    pub ctx: Option<Context>,
+    pub port: u8,
+    pub index: i32,
+    /// Whether `gid` was NULL.
+    pub gid_null: bool,
+    /// After a call that returned 0: the GID stored.
+    pub gid: Option<[u8; 16]>,
+    /// `errno` right after the call.
+    pub errno: i32,
+}
+
+/// One `_ibv_query_gid_table`, as the trace sees it, after the call.
+#[derive(Clone, Copy)]
+pub struct TableView {
+    /// None for a NULL `context`.
+    pub ctx: Option<Context>,
+    /// Whether `entries` was NULL.
+    pub entries_null: bool,
+    pub max_entries: usize,
+    pub flags: u32,
+    pub entry_size: usize,
+}

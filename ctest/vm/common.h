@@ -151,9 +151,10 @@ static inline const char *owner(void *fn)
 
 static inline void print_served_by(FILE *f)
 {
-	fprintf(f, "served-by ibv_attach_mcast=%s ibv_detach_mcast=%s _ibv_query_gid_ex=%s\n",
+	fprintf(f, "served-by ibv_attach_mcast=%s ibv_detach_mcast=%s _ibv_query_gid_ex=%s ibv_query_gid=%s _ibv_query_gid_table=%s\n",
 		owner((void *)ibv_attach_mcast), owner((void *)ibv_detach_mcast),
-		owner((void *)_ibv_query_gid_ex));
+		owner((void *)_ibv_query_gid_ex), owner((void *)ibv_query_gid),
+		owner((void *)_ibv_query_gid_table));
 }
 
 /* This architecture's seccomp_data.arch (linux/audit.h). */

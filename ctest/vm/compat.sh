@@ -6,8 +6,11 @@
 # relinked with `pkg-config --libs rsverbs` ("rsv").
 #
 # Besides each client's own success lines and exit status, two witnesses:
-#  - uretprobes on both libraries' ibv_attach_mcast, ibv_detach_mcast and
-#    _ibv_query_gid_ex record every call and its return value. A preloaded
+#  - uretprobes on both libraries' ibv_attach_mcast, ibv_detach_mcast,
+#    _ibv_query_gid_ex, ibv_query_gid and _ibv_query_gid_table record every
+#    call and its return value (perftest's GID auto-selection makes about
+#    4,000 ibv_query_gid calls; libibverbs, providers and librdmacm make
+#    theirs through the same symbol, so they count too). A preloaded
 #    or relinked run must make the same calls with the same results as the
 #    rdma-core run, all in librsverbs, none in libibverbs.
 #  - LD_DEBUG=bindings of each preloaded client shows the dynamic linker
@@ -40,7 +43,7 @@ source "$(dirname "$0")/uprobes.bash"
 # The calls since probes_clear, one line per library/verb/return value:
 # "ibv_gid rc=0 x1022".
 probes_read() {
-	awk '!/^#/ { for (i = 1; i <= NF; i++) if ($i ~ /^(rsv|ibv)_(attach|detach|gid):$/) {
+	awk '!/^#/ { for (i = 1; i <= NF; i++) if ($i ~ /^(rsv|ibv)_(attach|detach|gid|qgid|table):$/) {
 		sub(/:$/, "", $i); n[$i " " $NF]++ } }
 		END { for (k in n) print k " x" n[k] }' $TR/trace | sort > "$1"
 }

@@ -1,5 +1,5 @@
-/* Conformance cases for ibv_attach_mcast, ibv_detach_mcast and
- * ibv_query_gid_ex, on every RDMA device of the machine.
+/* Conformance cases for ibv_attach_mcast, ibv_detach_mcast, ibv_query_gid_ex,
+ * ibv_query_gid and ibv_query_gid_table, on every RDMA device of the machine.
  *
  * An ordinary rdma-core program: it only includes <infiniband/verbs.h>.
  * ctest/guest_suite.sh runs it three ways in one boot -- linked against
@@ -239,6 +239,172 @@ static void gid_cases(const char *dev, struct ibv_context *ctx)
 	ctx->cmd_fd = saved_fd;
 }
 
+/* ibv_query_gid into a 32-byte buffer pre-filled with 0xa5, of which the
+ * verb may write the first 16; prints the result and those 16 bytes when
+ * `print`, and folds them into *h when h is given. `gid` NULL: passes NULL. */
+static int qgid(const char *dev, const char *name, struct ibv_context *ctx, uint8_t port, int idx, int print,
+		uint64_t *h, int null_gid)
+{
+	unsigned char buf[32];
+	int ret, err;
+
+	memset(buf, 0xa5, sizeof(buf));
+	ret = SENTINEL_CALL(&err, ibv_query_gid(ctx, port, idx, null_gid ? NULL : (union ibv_gid *)buf));
+	if (print) {
+		printf("%s qgid-%s port=%u idx=%d gid=%s ret=%d errno=%d ", dev, name, port, idx,
+		       null_gid ? "NULL" : "buf", ret, err);
+		for (int i = 0; i < 16; i++)
+			printf("%02x", buf[i]);
+		printf("\n");
+		ncases++;
+	}
+	if (h)
+		*h = (*h ^ fnv(buf, 16) ^ (uint64_t)(unsigned)ret << 32 ^ (uint64_t)err) * 0x100000001b3ull;
+	for (int i = 16; i < 32; i++)
+		if (buf[i] != 0xa5) {
+			fprintf(stderr, "overrun %s qgid-%s idx=%d: byte %d written\n", dev, name, idx, i);
+			break;
+		}
+	return ret;
+}
+
+/* The table's buffer: 64 KiB and a margin, pre-filled with 0xa5. */
+#define TABLE_CAP (65536 + 64)
+
+/* _ibv_query_gid_table into the table buffer (or NULL). The caller's
+ * buffer is max_entries * entry_size bytes (the whole buffer when that is
+ * larger): prints the result, the FNV of those bytes and the first 64 of
+ * them. What was written past them (rdma-core's sysfs fallback writes whole
+ * 32-byte entries) is reported apart, on stderr. */
+static ssize_t qtable(const char *dev, const char *name, struct ibv_context *ctx, size_t max, uint32_t flags,
+		      size_t esz, int null_entries)
+{
+	unsigned char *buf = malloc(TABLE_CAP);
+	size_t region = TABLE_CAP;
+	ssize_t ret;
+	int err;
+
+	if (esz == 0 || max <= TABLE_CAP / esz)
+		region = esz * max;
+	memset(buf, 0xa5, TABLE_CAP);
+	ret = SENTINEL_CALL(&err, _ibv_query_gid_table(ctx, null_entries ? NULL : (struct ibv_gid_entry *)buf, max,
+						       flags, esz));
+	printf("%s table-%s max=%zu flags=%#x esz=%zu entries=%s ret=%zd errno=%d fnv=%016llx ", dev, name, max, flags,
+	       esz, null_entries ? "NULL" : "buf", ret, err, (unsigned long long)fnv(buf, region));
+	for (size_t i = 0; i < region && i < 64; i++)
+		printf("%02x", buf[i]);
+	printf("\n");
+	ncases++;
+	for (size_t i = region; i < TABLE_CAP; i++)
+		if (buf[i] != 0xa5) {
+			fprintf(stderr, "overrun %s table-%s max=%zu esz=%zu: byte %zu written\n", dev, name, max, esz, i);
+			break;
+		}
+	free(buf);
+	return ret;
+}
+
+/* Every context stays open until the program ends, so that no context is
+ * allocated where another was freed: rsverbs keeps rdma-core's per-context
+ * "no GID methods" latch by the context's address, and a context at a freed
+ * one's address inherits it (src/uverbs/route.rs; rsverbs(7), DIFFERENCES):
+ * its first GID call then skips the ioctl rdma-core would try, and with it
+ * the EPROTONOSUPPORT left in errno. The fresh-context cases below are about
+ * a first call, not about that. */
+static struct ibv_context *held[16];
+static int nheld;
+
+static void hold(struct ibv_context *ctx)
+{
+	if (nheld < (int)(sizeof(held) / sizeof(*held)))
+		held[nheld++] = ctx;
+	else
+		ibv_close_device(ctx);
+}
+
+/* ibv_query_gid and ibv_query_gid_table. `dev_handle` opens the fresh
+ * contexts whose first GID call is one of these (in the EPROTONOSUPPORT
+ * mode that call meets the refused ioctl and latches the fallback). */
+static void gid_family_cases(const char *dev, struct ibv_context *ctx, struct ibv_device *dev_handle)
+{
+	static const int bad_idx[] = { 0x7fffffff, INT32_MIN, -2 };
+	static const uint8_t bad_port[] = { 0, 2, 255 };
+	static const size_t sizes[] = { 0, 4, 16, 28, 31, 33, 40, 48, 64, 4096 };
+	/* A fallback mode: rdma-core would store through a NULL entries. */
+	int fallback = getenv("CONFORM_FALLBACK") != NULL;
+	int first_empty = -1, ok = 0, fails = 0;
+	uint64_t h = 0xcbf29ce484222325ull;
+	struct ibv_context *fresh;
+
+	/* A fresh context whose first GID call is the table, with flags set:
+	 * EINVAL from the kernel, or EOPNOTSUPP from the fallback (errno the
+	 * refused ioctl's where it was tried). */
+	fresh = ibv_open_device(dev_handle);
+	if (fresh) {
+		qtable(dev, "first-call-flags", fresh, 64, 1, sizeof(struct ibv_gid_entry), 0);
+		qtable(dev, "then", fresh, 64, 0, sizeof(struct ibv_gid_entry), 0);
+		hold(fresh);
+	}
+	fresh = ibv_open_device(dev_handle);
+	if (fresh) {
+		qgid(dev, "first-call", fresh, 1, 0, 1, NULL, 0);
+		hold(fresh);
+	}
+
+	/* ibv_query_gid over port 1, indices -1 to 1025. */
+	for (int i = -1; i <= 1025; i++) {
+		int r = qgid(dev, "scan", ctx, 1, i, 0, &h, 0);
+		int print = i < 8 || i >= 1023;
+		if (r == 0)
+			ok++;
+		else
+			fails++;
+		if (first_empty < 0 && i >= 0) {
+			unsigned char zero[16] = { 0 }, g[16];
+			memset(g, 0xa5, sizeof(g));
+			if (ibv_query_gid(ctx, 1, i, (union ibv_gid *)g) == 0 && !memcmp(g, zero, 16)) {
+				first_empty = i;
+				print = 1;
+			}
+		}
+		if (print)
+			qgid(dev, "entry", ctx, 1, i, 1, NULL, 0);
+	}
+	printf("%s qgid-scan ok=%d fail=%d fnv=%016llx\n", dev, ok, fails, (unsigned long long)h);
+	ncases++;
+	for (unsigned i = 0; i < sizeof(bad_idx) / sizeof(*bad_idx); i++)
+		qgid(dev, "bad-index", ctx, 1, bad_idx[i], 1, NULL, 0);
+	for (unsigned i = 0; i < sizeof(bad_port) / sizeof(*bad_port); i++)
+		if (qgid(dev, "bad-port", ctx, bad_port[i], 0, 1, NULL, 0) != 0)
+			/* Failed: neither library stores the GID, so NULL is safe. */
+			qgid(dev, "bad-port", ctx, bad_port[i], 0, 1, NULL, 1);
+
+	/* The table: its size n, then max_entries around it and far off it. */
+	ssize_t n = qtable(dev, "all", ctx, 64, 0, sizeof(struct ibv_gid_entry), 0);
+	size_t around[] = { 0, 1, n > 1 ? (size_t)n - 1 : 1, n > 0 ? (size_t)n : 1, (size_t)n + 1, 2047, 2048,
+			    SIZE_MAX / sizeof(struct ibv_gid_entry), SIZE_MAX / sizeof(struct ibv_gid_entry) - 1, SIZE_MAX };
+	for (unsigned i = 0; i < sizeof(around) / sizeof(*around); i++)
+		qtable(dev, "max", ctx, around[i], 0, sizeof(struct ibv_gid_entry), 0);
+	for (unsigned i = 0; i < sizeof(sizes) / sizeof(*sizes); i++)
+		qtable(dev, "entry-size", ctx, 8, 0, sizes[i], 0);
+	qtable(dev, "entry-size", ctx, 1, 0, 65535, 0);
+	qtable(dev, "entry-size", ctx, 1, 0, 65536, 0);
+	qtable(dev, "entry-size-small-max", ctx, n > 1 ? (size_t)n - 1 : 1, 0, 8, 0);
+	qtable(dev, "flags", ctx, 64, 1, sizeof(struct ibv_gid_entry), 0);
+	qtable(dev, "flags", ctx, 64, 0x80000000u, sizeof(struct ibv_gid_entry), 0);
+	qtable(dev, "flags-too-big", ctx, 4096, 1, sizeof(struct ibv_gid_entry), 0);
+	qtable(dev, "null", ctx, 0, 0, sizeof(struct ibv_gid_entry), 1);
+	if (!fallback)
+		qtable(dev, "null", ctx, 4, 0, sizeof(struct ibv_gid_entry), 1);
+
+	/* The context's fd is not open (see mcast_cases). */
+	int saved_fd = ctx->cmd_fd;
+	ctx->cmd_fd = 1000;
+	qgid(dev, "closed-fd", ctx, 1, 0, 1, NULL, 0);
+	qtable(dev, "closed-fd", ctx, 64, 0, sizeof(struct ibv_gid_entry), 0);
+	qtable(dev, "closed-fd-too-big", ctx, 4096, 0, sizeof(struct ibv_gid_entry), 0);
+	ctx->cmd_fd = saved_fd;
+}
 
 int main(int argc, char **argv)
 {
@@ -269,11 +435,14 @@ int main(int argc, char **argv)
 		o.pd = ibv_alloc_pd(o.ctx);
 		o.cq = ibv_create_cq(o.ctx, 64, NULL, NULL, 0);
 		gid_cases(dev, o.ctx);
+		gid_family_cases(dev, o.ctx, list[d]);
 		mcast_cases(dev, &o);
 		ibv_destroy_cq(o.cq);
 		ibv_dealloc_pd(o.pd);
-		ibv_close_device(o.ctx);
+		hold(o.ctx);
 	}
+	while (nheld > 0)
+		ibv_close_device(held[--nheld]);
 	ibv_free_device_list(list);
 	fprintf(stderr, "conform: %d cases\n", ncases);
 	return 0;

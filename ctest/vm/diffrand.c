@@ -42,6 +42,15 @@
  * usage: diffrand [--lib PATH] [--seed N] [--ops N] [--results FILE]
  *                 [--label TEXT] [--fallback] [--no-collide]
  *                 [--closed-fd-pct N] [--verbose] DEV...
+ * Then a second phase of --gid-ops operations (default a quarter of --ops)
+ * of the two other GID verbs: ibv_query_gid (ports 1/0/2/255, indices
+ * 0..1023, -1, 1024, INT_MIN, random) and _ibv_query_gid_table (max_entries
+ * 0..8, 2047, 2048, huge; entry sizes 32 mostly, 0, 4, 16, 28, 31, 33, 48,
+ * 4096; flags 0 mostly; NULL entries in ioctl mode only, where rdma-core
+ * sends it to the kernel; closed fds). It comes after the first phase, so a
+ * seed's first phase is the same operations as before it existed; the
+ * table's sysfs walk reads every index, so its share is kept small.
+ *
  * Defaults: $RSVERBS_LIB, $DIFFRAND_SEED or the time, 10000 ops. --results
  * appends one PASS or FAIL line per operation. Exit 0: no divergence;
  * 1: divergences (each printed, then "REGRESSION SEED n"); 2: setup error;
@@ -76,8 +85,12 @@ static const char *strerrorname_np(int e)
 
 typedef int (*mcast_fn)(struct ibv_qp *, const union ibv_gid *, uint16_t);
 typedef int (*query_fn)(struct ibv_context *, uint32_t, uint32_t, struct ibv_gid_entry *, uint32_t, size_t);
+typedef int (*qgid_fn)(struct ibv_context *, uint8_t, int, union ibv_gid *);
+typedef ssize_t (*table_fn)(struct ibv_context *, struct ibv_gid_entry *, size_t, uint32_t, size_t);
 static mcast_fn rs_attach, rs_detach;
 static query_fn rs_query;
+static qgid_fn rs_qgid;
+static table_fn rs_table;
 
 /* ---- random numbers: splitmix64 ---- */
 static uint64_t rng;
@@ -174,8 +187,11 @@ static void track(struct qpstate *st, int attach, const union ibv_gid *g, uint16
 }
 
 /* ---- operations ---- */
-enum kind { K_ATTACH, K_DETACH, K_QUERY, K_CLEANUP, NKIND };
-static const char *kind_names[NKIND] = { "attach", "detach", "query_gid_ex", "cleanup-detach" };
+enum kind { K_ATTACH, K_DETACH, K_QUERY, K_CLEANUP, K_QGID, K_TABLE, NKIND };
+static const char *kind_names[NKIND] = { "attach", "detach", "query_gid_ex", "cleanup-detach", "query_gid",
+					 "query_gid_table" };
+/* The kinds that fill a buffer of o->size bytes, compared. */
+static int is_query(enum kind k) { return k == K_QUERY || k == K_QGID || k == K_TABLE; }
 
 enum fake { F_NONE, F_UNKNOWN, F_ALLONES, F_RANDOM, F_PD, F_CQ, NFAKE };
 static const char *fake_names[NFAKE] = { "", "fake(handle=0x7fff1234)", "fake(handle=0xffffffff)",
@@ -192,6 +208,10 @@ struct op {
 	uint32_t port, idx, flags;
 	size_t size;
 	unsigned char fill;
+	/* K_TABLE: max_entries, entry_size (o->size is the caller's bytes),
+	 * NULL entries. */
+	size_t max, esz;
+	int null_entries;
 };
 
 struct result {
@@ -207,6 +227,17 @@ static void describe(const struct op *o, char *s, size_t n)
 	if (o->kind == K_QUERY) {
 		snprintf(s, n, "%s %s%s port=%u idx=%u flags=%#x entry_size=%zu", kind_names[o->kind],
 			 devs[o->dev].name, o->closed_fd ? " closed-fd" : "", o->port, o->idx, o->flags, o->size);
+		return;
+	}
+	if (o->kind == K_QGID) {
+		snprintf(s, n, "%s %s%s port=%u index=%d", kind_names[o->kind], devs[o->dev].name,
+			 o->closed_fd ? " closed-fd" : "", o->port, (int)o->idx);
+		return;
+	}
+	if (o->kind == K_TABLE) {
+		snprintf(s, n, "%s %s%s%s max_entries=%zu flags=%#x entry_size=%zu", kind_names[o->kind],
+			 devs[o->dev].name, o->closed_fd ? " closed-fd" : "", o->null_entries ? " entries=NULL" : "",
+			 o->max, o->flags, o->esz);
 		return;
 	}
 	inet_ntop(AF_INET6, o->gid.raw, g, sizeof(g));
@@ -296,6 +327,40 @@ static void gen(struct op *o)
 	}
 }
 
+/* An operation of the second phase: ibv_query_gid or _ibv_query_gid_table. */
+static int fallback;
+static void gen_gid_op(struct op *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->dev = pick(ndevs);
+	o->fill = (unsigned char)rnd();
+	o->closed_fd = chance(closed_pct);
+	/* In the fallback modes a table call walks every index through sysfs
+	 * (tens of milliseconds under TCG): 2% there, 10% on the ioctl path. */
+	if (chance(fallback ? 98 : 90)) {
+		o->kind = K_QGID;
+		static const uint8_t ports[] = { 0, 2, 255 };
+		o->port = chance(90) ? 1 : ports[pick(3)];
+		static const int idxs[] = { -1, 1024, 1025, INT32_MIN, 0x7fffffff };
+		uint32_t r = pick(100);
+		o->idx = r < 60 ? pick(16) : r < 85 ? pick(1024) : r < 95 ? (uint32_t)idxs[pick(5)] : (uint32_t)rnd();
+		o->size = sizeof(union ibv_gid);
+		return;
+	}
+	o->kind = K_TABLE;
+	static const size_t maxes[] = { 2047, 2048, SIZE_MAX / 32, SIZE_MAX, 64 };
+	o->max = chance(80) ? pick(9) : maxes[pick(5)];
+	static const size_t sizes[] = { 0, 4, 16, 28, 31, 33, 48, 4096 };
+	o->esz = chance(75) ? sizeof(struct ibv_gid_entry) : sizes[pick(8)];
+	static const uint32_t flags[] = { 1, 0x80000000u };
+	o->flags = chance(90) ? 0 : flags[pick(2)];
+	/* NULL entries: rdma-core's sysfs walk would store through it. */
+	o->null_entries = !fallback && chance(5);
+	/* The caller's bytes: max * esz, at most 64 KiB (huge max_entries: the
+	 * ioctl is refused, and the fallback writes only the valid entries). */
+	o->size = o->esz && o->max > 65536 / o->esz ? 65536 : o->esz * o->max;
+}
+
 /* The call of `o` on side s (0 = rdma-core, 1 = rsverbs), on `qp` (attach,
  * detach) or `ctx` (query, into r->buf). */
 static int call_op(const struct op *o, int s, struct ibv_context *ctx, struct ibv_qp *qp, struct result *r)
@@ -309,6 +374,15 @@ static int call_op(const struct op *o, int s, struct ibv_context *ctx, struct ib
 	case K_QUERY:
 		return s ? rs_query(ctx, o->port, o->idx, (struct ibv_gid_entry *)r->buf, o->flags, o->size)
 			 : _ibv_query_gid_ex(ctx, o->port, o->idx, (struct ibv_gid_entry *)r->buf, o->flags, o->size);
+	case K_QGID:
+		return s ? rs_qgid(ctx, (uint8_t)o->port, (int)o->idx, (union ibv_gid *)r->buf)
+			 : ibv_query_gid(ctx, (uint8_t)o->port, (int)o->idx, (union ibv_gid *)r->buf);
+	case K_TABLE: {
+		struct ibv_gid_entry *e = o->null_entries ? NULL : (struct ibv_gid_entry *)r->buf;
+		/* small counts or -errno: an int holds them */
+		return (int)(s ? rs_table(ctx, e, o->max, o->flags, o->esz)
+			       : _ibv_query_gid_table(ctx, e, o->max, o->flags, o->esz));
+	}
 	default:
 		return r->ret; /* no call */
 	}
@@ -322,7 +396,7 @@ static void exec_op(const struct op *o, int s, struct result *r)
 	int saved_fd = ctx->cmd_fd;
 	struct ibv_qp fake, *qp = NULL;
 
-	if (o->kind != K_QUERY) {
+	if (!is_query(o->kind)) {
 		qp = sd->qp[o->qp];
 		if (o->fake) {
 			fake = *qp;
@@ -342,12 +416,12 @@ static void exec_op(const struct op *o, int s, struct result *r)
 	ctx->cmd_fd = saved_fd;
 	/* A real (not fake) QP whose call succeeded changed state. Fake QPs
 	 * carry unknown or wrong-type handles, so they change nothing. */
-	if (o->kind != K_QUERY && !o->fake && !o->closed_fd && r->ret == 0)
+	if (!is_query(o->kind) && !o->fake && !o->closed_fd && r->ret == 0)
 		track(&sd->st[o->qp], o->kind == K_ATTACH, &o->gid, o->lid);
 }
 
 /* ---- bookkeeping ---- */
-static int fallback, verbose;
+static int verbose;
 static FILE *results;
 static const char *label = "diffrand";
 static uint64_t seed;
@@ -369,17 +443,20 @@ static int run_op(struct op *o, struct result *a, struct result *b)
 {
 	char desc[256];
 	const char *why = NULL;
-	size_t cap = cap_of(o->size), cmp = o->kind == K_QUERY ? cap : 0;
+	size_t cap = cap_of(o->size), cmp = is_query(o->kind) ? cap : 0;
 	size_t past = cap;
 
 	exec_op(o, 0, a);
 	exec_op(o, 1, b);
 	nops++;
 	count[o->kind]++;
-	outcome[o->kind][a->ret == 0 ? 0 : a->ret == ENODATA ? 1 : 2]++;
-	if (a->ret >= 0 && a->ret < MAXERR)
-		errcount[o->kind][a->ret]++;
-	if (o->kind == K_QUERY) {
+	/* The error as a positive errno: ibv_query_gid's is in errno,
+	 * _ibv_query_gid_table's is its negative return; a count is 0. */
+	int code = o->kind == K_QGID ? (a->ret ? a->err : 0) : o->kind == K_TABLE ? (a->ret < 0 ? -a->ret : 0) : a->ret;
+	outcome[o->kind][code == 0 ? 0 : code == ENODATA ? 1 : 2]++;
+	if (code >= 0 && code < MAXERR)
+		errcount[o->kind][code]++;
+	if (is_query(o->kind)) {
 		size_t first = o->size < cap ? o->size : cap;
 		for (size_t i = first; i < cap; i++)
 			if (b->buf[i] != o->fill) {
@@ -415,12 +492,12 @@ static int run_op(struct op *o, struct result *a, struct result *b)
 	fprintf(stderr, "DIVERGENCE %s seed=%llu op=%ld (%s): %s\n", label, (unsigned long long)seed, nops, why,
 		desc);
 	fprintf(stderr, "  rdma-core: ret=%d errno=%d", a->ret, a->err);
-	if (o->kind == K_QUERY) {
+	if (is_query(o->kind)) {
 		fprintf(stderr, " bytes=");
 		hexdump(stderr, a->buf, cmp ? cmp : o->size);
 	}
 	fprintf(stderr, "\n  rsverbs:   ret=%d errno=%d", b->ret, b->err);
-	if (o->kind == K_QUERY) {
+	if (is_query(o->kind)) {
 		fprintf(stderr, " bytes=");
 		hexdump(stderr, b->buf, cmp ? cmp : o->size);
 		if (past != cap)
@@ -515,12 +592,13 @@ static int dev_arg(const char *arg, int last)
 int main(int argc, char **argv)
 {
 	const char *lib = getenv("RSVERBS_LIB"), *resfile = NULL, *seed_arg = getenv("DIFFRAND_SEED");
-	long want = 10000;
+	long want = 10000, gid_ops = -1;
 	int have_seed = 0;
 	const struct opt opts[] = {
 		{ .name = "--lib", .str = &lib },
 		{ .name = "--seed", .str = &seed_arg },
 		{ .name = "--ops", .lnum = &want },
+		{ .name = "--gid-ops", .lnum = &gid_ops },
 		{ .name = "--results", .str = &resfile },
 		{ .name = "--label", .str = &label },
 		{ .name = "--fallback", .on = &fallback },
@@ -535,7 +613,7 @@ int main(int argc, char **argv)
 	if (seed_arg)
 		seed = strtoull(seed_arg, NULL, 0), have_seed = 1;
 	if (!ndevs || !lib) {
-		fprintf(stderr, "usage: diffrand [--lib RSVERBS_LIB] [--seed N] [--ops N] [--results FILE] "
+		fprintf(stderr, "usage: diffrand [--lib RSVERBS_LIB] [--seed N] [--ops N] [--gid-ops N] [--results FILE] "
 				"[--label TEXT] [--fallback] [--no-collide] [--closed-fd-pct N] [--verbose] DEV...\n");
 		return 2;
 	}
@@ -554,7 +632,9 @@ int main(int argc, char **argv)
 	rs_attach = (mcast_fn)dlsym(h, "rsverbs_attach_mcast");
 	rs_detach = (mcast_fn)dlsym(h, "rsverbs_detach_mcast");
 	rs_query = (query_fn)dlsym(h, "rsverbs_query_gid_ex");
-	if (!rs_attach || !rs_detach || !rs_query) {
+	rs_qgid = (qgid_fn)dlsym(h, "rsverbs_query_gid");
+	rs_table = (table_fn)dlsym(h, "rsverbs_query_gid_table");
+	if (!rs_attach || !rs_detach || !rs_query || !rs_qgid || !rs_table) {
 		fprintf(stderr, "diffrand: dlsym: %s\n", dlerror());
 		return 2;
 	}
@@ -562,6 +642,10 @@ int main(int argc, char **argv)
 	       owner((void *)ibv_attach_mcast), owner((void *)ibv_detach_mcast), owner((void *)_ibv_query_gid_ex));
 	printf("served-by twin: rsverbs_attach_mcast=%s rsverbs_detach_mcast=%s rsverbs_query_gid_ex=%s\n",
 	       owner((void *)rs_attach), owner((void *)rs_detach), owner((void *)rs_query));
+	printf("served-by reference-gid: ibv_query_gid=%s _ibv_query_gid_table=%s\n", owner((void *)ibv_query_gid),
+	       owner((void *)_ibv_query_gid_table));
+	printf("served-by twin-gid: rsverbs_query_gid=%s rsverbs_query_gid_table=%s\n", owner((void *)rs_qgid),
+	       owner((void *)rs_table));
 	if (resfile && !(results = fopen(resfile, "a")))
 		die(resfile);
 
@@ -583,6 +667,13 @@ int main(int argc, char **argv)
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (long i = 0; i < want; i++) {
 		gen(&o);
+		run_op(&o, &a, &b);
+	}
+	/* The second phase: ibv_query_gid and _ibv_query_gid_table. */
+	if (gid_ops < 0)
+		gid_ops = want / 4;
+	for (long i = 0; i < gid_ops; i++) {
+		gen_gid_op(&o);
 		run_op(&o, &a, &b);
 	}
 	/* Detach everything either side still holds, then every QP must go. */

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Differential random test, in the guest: diffrand.c applies the same random
-# attach/detach/query_gid_ex operations to twin objects on rxe0 and rxe1,
+# attach/detach/query_gid_ex operations, then query_gid and query_gid_table
+# ones (a quarter as many), to twin objects on rxe0 and rxe1,
 # through rdma-core and through rsverbs (dlopen'ed), and compares return
 # value, errno and the entry buffer of every call. Each operation is one
 # PASS line in the results (written by diffrand itself), each divergence one
@@ -52,7 +53,9 @@ run_seed() {
     if [ "$rc" -le 1 ]; then
       if [ "${n:-0}" -lt "$ops" ]; then fail "$mode seed $seed: only ${n:-0} of $ops ops ran"; fi
       if ! grep -q '^served-by reference: ibv_attach_mcast=libibverbs.so.1 ibv_detach_mcast=libibverbs.so.1 _ibv_query_gid_ex=libibverbs.so.1$' "$out" ||
-         ! grep -q '^served-by twin: rsverbs_attach_mcast=librsverbs.so.1 rsverbs_detach_mcast=librsverbs.so.1 rsverbs_query_gid_ex=librsverbs.so.1$' "$out"; then
+         ! grep -q '^served-by twin: rsverbs_attach_mcast=librsverbs.so.1 rsverbs_detach_mcast=librsverbs.so.1 rsverbs_query_gid_ex=librsverbs.so.1$' "$out" ||
+         ! grep -q '^served-by reference-gid: ibv_query_gid=libibverbs.so.1 _ibv_query_gid_table=libibverbs.so.1$' "$out" ||
+         ! grep -q '^served-by twin-gid: rsverbs_query_gid=librsverbs.so.1 rsverbs_query_gid_table=librsverbs.so.1$' "$out"; then
         fail "$mode seed $seed: the twins are not served by libibverbs and librsverbs:"; grep '^served-by' "$out" >&2
       fi
     fi

@@ -3,10 +3,10 @@
 #  1. Every hint fires in its scenario (ctest/vm/trace.c) and stays silent
 #     in its healthy twin; each scenario prints the same return values and
 #     errno with tracing on and off.
-#  2. One trace line per call: the calls of the three verbs, counted
+#  2. One trace line per call: the calls of the five verbs, counted
 #     independently by uretprobes on librsverbs (ctest/vm/uprobes.bash, as
 #     compat.sh), equal the calls the trace lines stand
-#     for (a collapsed ENODATA line "×N" stands for N) for the conformance
+#     for (a collapsed line of empty entries "×N" stands for N) for the conformance
 #     program (preloaded and relinked), mckey and ib_send_bw UD multicast,
 #     and a full GID-table walk.
 #  3. The suites named by TRACE_SUITES (default none) run again with
@@ -35,20 +35,23 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# ---- uretprobes on librsverbs' three verbs ---------------------------------
+# ---- uretprobes on librsverbs' five verbs ----------------------------------
 source "$(dirname "$0")/uprobes.bash"
-# "attach=N detach=N gid=N": the calls since probes_clear.
+# "attach=N detach=N gid=N qgid=N table=N": the calls since probes_clear.
 probes_count() {
-	awk '!/^#/ { for (i = 1; i <= NF; i++) if ($i ~ /^(attach|detach|gid):$/) { sub(/:$/, "", $i); n[$i]++ } }
-		END { printf "attach=%d detach=%d gid=%d\n", n["attach"], n["detach"], n["gid"] }' $TR/trace
+	awk '!/^#/ { for (i = 1; i <= NF; i++) if ($i ~ /^(attach|detach|gid|qgid|table):$/) { sub(/:$/, "", $i); n[$i]++ } }
+		END { printf "attach=%d detach=%d gid=%d qgid=%d table=%d\n", n["attach"], n["detach"], n["gid"], n["qgid"], n["table"] }' $TR/trace
 }
 # The same from trace files: one call per line, N for a line ending "×N".
 trace_count() {
 	cat "$@" 2>/dev/null | awk '
+		function k() { return $NF ~ /^×[0-9]+$/ ? substr($NF, length("×") + 1) + 0 : 1 }
 		/^rsverbs\[[0-9]+\]: ibv_attach_mcast / { n["attach"]++ }
 		/^rsverbs\[[0-9]+\]: ibv_detach_mcast / { n["detach"]++ }
-		/^rsverbs\[[0-9]+\]: _ibv_query_gid_ex / { k = 1; if ($NF ~ /^×[0-9]+$/) { k = substr($NF, length("×") + 1) + 0 } n["gid"] += k }
-		END { printf "attach=%d detach=%d gid=%d\n", n["attach"], n["detach"], n["gid"] }'
+		/^rsverbs\[[0-9]+\]: _ibv_query_gid_ex / { n["gid"] += k() }
+		/^rsverbs\[[0-9]+\]: ibv_query_gid / { n["qgid"] += k() }
+		/^rsverbs\[[0-9]+\]: _ibv_query_gid_table / { n["table"]++ }
+		END { printf "attach=%d detach=%d gid=%d qgid=%d table=%d\n", n["attach"], n["detach"], n["gid"], n["qgid"], n["table"] }'
 }
 # counts_equal NAME TRACEFILE...: trace lines vs uretprobe hits since probes_clear.
 counts_equal() {
@@ -56,7 +59,7 @@ counts_equal() {
 	p=$(probes_count) t=$(trace_count "$@")
 	echo "trace: $name: uretprobes $p; trace lines $t"
 	echo "$name probes $p lines $t" >> "$W/counts"
-	if [ "$p" = "$t" ] && [ "$p" != "attach=0 detach=0 gid=0" ]; then
+	if [ "$p" = "$t" ] && [ "$p" != "attach=0 detach=0 gid=0 qgid=0 table=0" ]; then
 		pass "$name: one trace line per call ($t)"
 	else
 		fail "$name: trace lines ($t) differ from the calls uretprobes counted ($p)"
@@ -65,11 +68,11 @@ counts_equal() {
 # Every line of a trace file has the documented prefix and a known verb or hint.
 well_formed() {
 	local bad
-	bad=$(grep -cvE '^rsverbs\[[0-9]+\]: (ibv_attach_mcast|ibv_detach_mcast|_ibv_query_gid_ex) |^rsverbs\[[0-9]+\]: hint\[(no-ip-join|not-multicast|not-ud|lid-mismatch|still-attached|limit)\]: ' "$@")
+	bad=$(grep -cvE '^rsverbs\[[0-9]+\]: (ibv_attach_mcast|ibv_detach_mcast|_ibv_query_gid_ex|ibv_query_gid|_ibv_query_gid_table) |^rsverbs\[[0-9]+\]: hint\[(no-ip-join|not-multicast|not-ud|lid-mismatch|still-attached|limit)\]: ' "$@")
 	[ "$bad" = 0 ]
 }
 
-if probes_on rsvtrace 8192 ="$RSVERBS_LIB"; then pass "uretprobes on librsverbs.so.1's three verbs"; else fail "cannot set uretprobes on librsverbs.so.1"; fi
+if probes_on rsvtrace 8192 ="$RSVERBS_LIB"; then pass "uretprobes on librsverbs.so.1's five verbs"; else fail "cannot set uretprobes on librsverbs.so.1"; fi
 
 # ---- 1. hints: each fires in its scenario, silent in its twin --------------
 # scenario NAME ARGS...: runs trace.c preloaded with tracing off, then with
@@ -157,7 +160,7 @@ ip -6 addr del ff0e::7ace:4/128 dev $NETDEV 2>/dev/null
 scenario walk walk $DEV
 n=$(sed -n 's/^trace: walk \([0-9]*\) calls.*/\1/p' "$W/walk.on")
 check "walk: a collapsed ENODATA line (index=A..B ... ×N)" grep -qE '^rsverbs\[[0-9]+\]: _ibv_query_gid_ex dev=rxe1 port=1 index=[0-9]+\.\.[0-9]+ flags=0x0 entry_size=32 result=ENODATA\(61\) ×[0-9]+$' "$W/walk.trace"
-check "walk: the trace stands for the program's own $n calls" [ "$(trace_count "$W/walk.trace")" = "attach=0 detach=0 gid=${n:-x}" ]
+check "walk: the trace stands for the program's own $n calls" [ "$(trace_count "$W/walk.trace")" = "attach=0 detach=0 gid=${n:-x} qgid=0 table=0" ]
 check "walk: fewer lines than calls ($(wc -l < "$W/walk.trace") lines for $n calls)" [ "$(wc -l < "$W/walk.trace")" -lt "${n:-0}" ]
 check "walk: populated entries show gid, type and netdev" grep -qE 'index=0 flags=0x0 entry_size=32 result=0 gid=\S+ gid_type=RoCEv2 netdev=dummy0$' "$W/walk.trace"
 # rsverbs_mcast_attachments: the registry, with tracing on; EOPNOTSUPP off.
@@ -238,6 +241,8 @@ kill $hpid 2>/dev/null; wait $hpid 2>/dev/null
 check "ib_send_bw UD multicast under RSVERBS_TRACE=hints: 100 iterations on both sides" \
 	sh -c "grep -qE '^ 1024 +100 ' $W/ib_send_bw-server && grep -qE '^ 1024 +100 ' $W/ib_send_bw-client"
 counts_equal "ib_send_bw UD multicast" "$W/ib_send_bw.trace"
+check "ib_send_bw UD multicast: perftest's own ibv_query_gid of its -x index is traced" \
+	grep -qE "^rsverbs\[[0-9]+\]: ibv_query_gid dev=rxe1 port=1 index=${gidx:-1} result=0 gid=::ffff:192\.0\.2\.1$" "$W/ib_send_bw.trace"
 check "ib_send_bw UD multicast: joined at IP level, so no hint[no-ip-join]" silent_file "$W/ib_send_bw.trace" no-ip-join
 check "ib_send_bw UD multicast: detached before exit, so no hint[still-attached]" silent_file "$W/ib_send_bw.trace" still-attached
 probes_off

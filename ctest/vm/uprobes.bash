@@ -1,12 +1,12 @@
 # Sourced by ctest/vm/compat.sh, ctest/vm/trace.sh and demo/guest.sh (not a
-# suite: the runner only runs ctest/vm/*.sh): uretprobes on the three verbs
+# suite: the runner only runs ctest/vm/*.sh): uretprobes on the five verbs
 # of a library, counted from tracefs.
 TR=/sys/kernel/tracing
 declare -A OFF
 PROBES=() PROBE_GROUP="" BUFKB=""
 
 # offsets LIB: sets OFF[SYMBOL@@VERSION] to the file offset (what a uprobe
-# takes) of the three verbs defined in LIB.
+# takes) of the five verbs defined in LIB.
 offsets() {
 	local -a load=()
 	local a b c f g h va seg
@@ -22,14 +22,15 @@ offsets() {
 			done
 		fi
 	done < <(readelf -W -l --dyn-syms "$1" | sed 's/\[<localentry>: [0-9]*\] //' |
-		awk '$1 == "LOAD" || $8 ~ /^(ibv_attach_mcast|ibv_detach_mcast|_ibv_query_gid_ex)@@IBVERBS_/')
+		awk '$1 == "LOAD" || $8 ~ /^(ibv_attach_mcast|ibv_detach_mcast|_ibv_query_gid_ex|ibv_query_gid|_ibv_query_gid_table)@@IBVERBS_/')
 	# (ppc64's readelf puts "[<localentry>: N]" before the section of an
 	# ELFv2 function: dropped; the probe goes on the global entry, where
 	# calls from other objects arrive.)
 }
 
-# probes_on GROUP BUFKB NAME=LIB...: a uretprobe on attach, detach and gid of
-# each LIB, named NAME_VERB (VERB alone for an empty NAME), in the tracefs
+# probes_on GROUP BUFKB NAME=LIB...: a uretprobe on attach, detach, gid
+# (_ibv_query_gid_ex), qgid (ibv_query_gid) and table (_ibv_query_gid_table)
+# of each LIB, named NAME_VERB (VERB alone for an empty NAME), in the tracefs
 # event group GROUP, recording the return value as rc; the ring buffer is
 # BUFKB per CPU until probes_off.
 probes_on() {
@@ -43,7 +44,8 @@ probes_on() {
 		name=${spec%%=*} lib=${spec#*=}
 		offsets "$lib"
 		for verb in attach:ibv_attach_mcast@@IBVERBS_1.1 detach:ibv_detach_mcast@@IBVERBS_1.1 \
-			gid:_ibv_query_gid_ex@@IBVERBS_1.11; do
+			gid:_ibv_query_gid_ex@@IBVERBS_1.11 qgid:ibv_query_gid@@IBVERBS_1.1 \
+			table:_ibv_query_gid_table@@IBVERBS_1.11; do
 			off=${OFF[${verb#*:}]:-}
 			[ -n "$off" ] || return 1
 			echo "r:$group/${name:+${name}_}${verb%%:*} $lib:$off rc=\$retval:s32" >> $TR/uprobe_events || return 1

@@ -1,15 +1,19 @@
-//! The sysfs fallback of `_ibv_query_gid_ex`, for kernels without the
-//! QUERY_GID_ENTRY ioctl (rdma-core cmd_device.c `query_sysfs_gid_entry`).
+//! The sysfs fallback of the GID family, for kernels without the
+//! QUERY_GID_ENTRY and QUERY_GID_TABLE ioctls (rdma-core cmd_device.c
+//! `query_sysfs_gid_entry`, and [`table`]: `query_gid_table_fb`).
 //!
-//! It reproduces rdma-core 44 step by step, including the side effects a
-//! caller can see: which entry fields are written before a failure, and what
+//! It reproduces rdma-core step by step (the text is the same from 33.0 to
+//! 65.0, docs/rdma-core-releases.md), including the side effects a caller
+//! can see: which entry fields are written before a failure, and what
 //! `errno` holds (the same libc calls, in the same order). Paths are built
 //! only from `ibv_device::ibdev_path` (set by rdma-core) and numbers.
 //!
-//! One deliberate difference: rdma-core writes all 32 bytes of the entry
-//! whatever `entry_size` says; rsverbs never writes past `entry_size`.
+//! One deliberate difference: rdma-core writes all 32 bytes of an entry
+//! whatever `entry_size` says; rsverbs never writes past the caller's
+//! buffer.
 
 pub mod parse;
+pub mod table;
 
 use crate::abi::*;
 use crate::error::{Error, Result, errno, set_errno};
@@ -132,18 +136,38 @@ fn ndev_ifindex(dev: &ibv_device, port: u32, index: u32, out: &mut u32) -> Resul
     }
 }
 
-/// `ibv_query_port(ctx, (uint8_t)port)` → the port's link layer, through the
-/// same route as rdma-core's `ibv_cmd_query_port` legacy command.
-fn link_layer(key: Key, port: u32) -> Result<u8> {
+/// `ibv_query_port(ctx, (uint8_t)port)`, through the same route as
+/// rdma-core's `ibv_cmd_query_port` legacy command.
+pub fn query_port(key: Key, port: u32) -> Result<write::QueryPortResp> {
     let mut resp = write::QueryPortResp { bytes: [0; 40] };
     let addr = (&mut resp as *mut write::QueryPortResp) as u64;
     let req = write::query_port_req(port as u8, addr);
     uverbs::run_write_cmd(key, write::CMD_QUERY_PORT, req, Some((addr, 40)))?;
-    Ok(resp.link_layer())
+    Ok(resp)
+}
+
+/// What `query_sysfs_gid_entry` is asked for (rdma-core's `attr_mask` and
+/// `link_layer` arguments).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Want {
+    /// `VERBS_QUERY_GID_ATTR_TYPE | VERBS_QUERY_GID_ATTR_NDEV_IFINDEX` as
+    /// well as `..._GID`: false for `ibv_query_gid`, which asks for the GID
+    /// alone.
+    pub all: bool,
+    /// The port's link layer when the caller has it (`query_gid_table_fb`);
+    /// None: `ibv_query_port` when a type needs it (`link_layer` -1).
+    pub link_layer: Option<u8>,
+}
+
+impl Want {
+    /// `_ibv_query_gid_ex`: every field, the link layer asked when needed.
+    pub const ALL: Want = Want { all: true, link_layer: None };
+    /// `ibv_query_gid`: `VERBS_QUERY_GID_ATTR_GID` alone.
+    pub const GID: Want = Want { all: false, link_layer: None };
 }
 
 /// The fallback proper (`query_sysfs_gid_entry` + the zero-GID check of
-/// `__ibv_query_gid_ex`).
+/// `__ibv_query_gid_ex`): ENODATA for an empty entry.
 ///
 /// # Safety
 /// `ctx` valid; `entry` writable for `entry_size` bytes.
@@ -156,34 +180,52 @@ pub unsafe fn query_gid_entry(
     index: u32,
     entry: *mut ibv_gid_entry,
     entry_size: usize,
+    want: Want,
 ) -> Result<()> {
-    // SAFETY: ctx is valid; device is set by rdma-core for every context.
-    let dev = unsafe { (*ctx).device };
-    if dev.is_null() {
-        return Err(Error::sys(libc::EINVAL));
-    }
-    // SAFETY: dev points at rdma-core's struct ibv_device.
-    let dev = unsafe { &*dev };
-    // Work on a copy of the caller's bytes so that nothing past entry_size
-    // is written, while every field rdma-core leaves untouched stays as is.
-    let n = entry_size.min(size_of::<ibv_gid_entry>());
-    let mut e = core::mem::MaybeUninit::<ibv_gid_entry>::zeroed();
-    // SAFETY: entry is readable for entry_size >= n bytes; e has 32.
-    unsafe { core::ptr::copy_nonoverlapping(entry.cast::<u8>(), e.as_mut_ptr().cast::<u8>(), n) };
-    // SAFETY: all-zero or copied bytes are a valid ibv_gid_entry (integers).
-    let mut e = unsafe { e.assume_init() };
-    let result = fill(dev, key, port, index, &mut e);
-    // SAFETY: entry is writable for n bytes.
-    unsafe { core::ptr::copy_nonoverlapping((&e as *const ibv_gid_entry).cast::<u8>(), entry.cast::<u8>(), n) };
-    result?;
-    // SAFETY: reading the raw view of a plain byte union.
-    if unsafe { e.gid.raw } == [0; 16] {
+    // SAFETY: ctx is valid.
+    let dev = unsafe { device(ctx) }?;
+    // SAFETY: entry is writable for entry_size >= n bytes.
+    let gid = unsafe { fill_at(dev, key, port, index, entry.cast(), entry_size.min(size_of::<ibv_gid_entry>()), want) }?;
+    if gid == [0; 16] {
         return Err(Error::quiet(libc::ENODATA));
     }
     Ok(())
 }
 
-fn fill(dev: &ibv_device, key: Key, port: u32, index: u32, e: &mut ibv_gid_entry) -> Result<()> {
+/// The context's device: EINVAL for none (rdma-core would dereference it).
+///
+/// # Safety
+/// `ctx` valid; its device NULL or live while it is.
+unsafe fn device<'a>(ctx: *mut ibv_context) -> Result<&'a ibv_device> {
+    // SAFETY: ctx is valid; device is set by rdma-core for every context.
+    unsafe { (*ctx).device.as_ref() }.ok_or(Error::sys(libc::EINVAL))
+}
+
+/// `query_sysfs_gid_entry` into the entry at `at`, of which only the first
+/// `n` (at most 32) bytes are the caller's to write: the fields are filled
+/// in a copy of those bytes, so that every field rdma-core leaves untouched
+/// keeps its bytes, and the copy's first `n` bytes are written back, failed
+/// or not. Returns the GID read (all of it, whatever `n`).
+///
+/// # Safety
+/// `at` readable and writable for `n` bytes.
+unsafe fn fill_at(dev: &ibv_device, key: Key, port: u32, index: u32, at: *mut u8, n: usize, want: Want) -> Result<[u8; 16]> {
+    let n = n.min(size_of::<ibv_gid_entry>());
+    let mut e = core::mem::MaybeUninit::<ibv_gid_entry>::zeroed();
+    // SAFETY: at is readable for n bytes; e has 32 >= n.
+    unsafe { core::ptr::copy_nonoverlapping(at, e.as_mut_ptr().cast::<u8>(), n) };
+    // SAFETY: all-zero or copied bytes are a valid ibv_gid_entry (integers).
+    let mut e = unsafe { e.assume_init() };
+    let result = fill(dev, key, port, index, &mut e, want);
+    // SAFETY: at is writable for n bytes.
+    unsafe { core::ptr::copy_nonoverlapping((&e as *const ibv_gid_entry).cast::<u8>(), at, n) };
+    result?;
+    // SAFETY: reading the raw view of a plain byte union.
+    Ok(unsafe { e.gid.raw })
+}
+
+/// `query_sysfs_gid_entry`'s body, on an entry of rsverbs' own.
+fn fill(dev: &ibv_device, key: Key, port: u32, index: u32, e: &mut ibv_gid_entry, want: Want) -> Result<()> {
     e.gid_index = index;
     e.port_num = port;
     let mut text = [0u8; 41];
@@ -195,9 +237,12 @@ fn fill(dev: &ibv_device, key: Key, port: u32, index: u32, e: &mut ibv_gid_entry
     if !ok {
         return Err(Error::quiet(libc::EINVAL));
     }
+    if !want.all {
+        return Ok(());
+    }
     e.gid_type = match gid_type(dev, port, index).map_err(|()| Error::quiet(libc::EINVAL))? {
         SysfsGidType::RoceV2 => IBV_GID_TYPE_ROCE_V2,
-        SysfsGidType::IbRoceV1 => match link_layer(key, port)? {
+        SysfsGidType::IbRoceV1 => match want.link_layer.map_or_else(|| query_port(key, port).map(|r| r.link_layer()), Ok)? {
             IBV_LINK_LAYER_ETHERNET => IBV_GID_TYPE_ROCE_V1,
             // INFINIBAND, and "unspecified is IB by default".
             _ => IBV_GID_TYPE_IB,
@@ -251,12 +296,16 @@ mod tests {
         let key = Key { ctx: 1, fd: -1 };
         // SAFETY: zeroed plain data.
         let mut e: ibv_gid_entry = unsafe { core::mem::zeroed() };
-        assert_eq!(fill(&d, key, 1, 0, &mut e), Ok(()));
+        assert_eq!(fill(&d, key, 1, 0, &mut e, Want::ALL), Ok(()));
         assert_eq!((e.gid_index, e.port_num, e.gid_type), (0, 1, IBV_GID_TYPE_ROCE_V2));
         assert_eq!(e.ndev_ifindex, 1, "lo is ifindex 1");
-        assert_eq!(fill(&d, key, 1, 1, &mut e), Err(Error::quiet(libc::EINVAL)));
+        assert_eq!(fill(&d, key, 1, 1, &mut e, Want::ALL), Err(Error::quiet(libc::EINVAL)));
         assert_eq!(errno(), libc::ENOTSUP);
-        assert_eq!(fill(&d, key, 1, 9, &mut e), Err(Error::quiet(libc::EINVAL)));
+        // The GID alone (ibv_query_gid): the bad type file is not read.
+        set_errno(4242);
+        assert_eq!(fill(&d, key, 1, 1, &mut e, Want::GID), Ok(()));
+        assert_eq!((e.gid_index, errno()), (1, 4242));
+        assert_eq!(fill(&d, key, 1, 9, &mut e, Want::ALL), Err(Error::quiet(libc::EINVAL)));
         assert_eq!((e.gid_index, errno()), (9, libc::ENOENT));
         std::fs::remove_dir_all(dir).unwrap();
     }

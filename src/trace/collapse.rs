@@ -1,6 +1,8 @@
-//! Consecutive ENODATA answers of `_ibv_query_gid_ex` for one context and
-//! port (a full GID-table walk, as perftest does) collapse into one line:
-//! `index=3..1023 ... result=ENODATA(61) ×1021`.
+//! Consecutive empty entries for one context and port (a full GID-table
+//! walk, as perftest and rdma_cm do) collapse into one line: the ENODATA
+//! answers of `_ibv_query_gid_ex`, `index=3..1023 ... result=ENODATA(61)
+//! ×1021`, and the zero GIDs of `ibv_query_gid`, `index=3..1023 result=0
+//! gid=:: ×1021`.
 //!
 //! One pending run for the process, behind a try-lock that is never waited
 //! on: a thread that finds it taken (another thread inside, or a child
@@ -14,9 +16,19 @@ use core::cell::UnsafeCell;
 use core::fmt::Write;
 use core::sync::atomic::{AtomicBool, Ordering::Acquire, Ordering::Release};
 
+/// The verb of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verb {
+    /// `_ibv_query_gid_ex` answering ENODATA.
+    QueryGidEx,
+    /// `ibv_query_gid` answering 0 with the zero GID.
+    QueryGid,
+}
+
 /// The query's arguments that a run shares, and its device name.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct RunKey {
+    pub verb: Verb,
     pub pid: u32,
     pub ctx: usize,
     pub port: u32,
@@ -54,16 +66,28 @@ fn with<R>(f: impl FnOnce(&mut Option<Run>) -> R) -> Option<R> {
     Some(r)
 }
 
-/// The line of a run (or of one uncollapsed ENODATA answer).
+/// The line of a run (or of one uncollapsed empty entry).
 pub fn line(key: &RunKey, first: u32, last: u32, count: u64) -> Line {
     let mut l = Line::new(key.pid);
     let end = key.dev.iter().position(|&c| c == 0).unwrap_or(key.dev.len());
     let dev = core::str::from_utf8(&key.dev[..end]).unwrap_or("?");
-    let _ = write!(l, "_ibv_query_gid_ex dev={dev} port={} index={first}", key.port);
-    if count > 1 {
-        let _ = write!(l, "..{last}");
+    match key.verb {
+        Verb::QueryGidEx => {
+            let _ = write!(l, "_ibv_query_gid_ex dev={dev} port={} index={first}", key.port);
+            if count > 1 {
+                let _ = write!(l, "..{last}");
+            }
+            let _ = write!(l, " flags={:#x} entry_size={} result={}", key.flags, key.entry_size, Res(libc::ENODATA));
+        }
+        Verb::QueryGid => {
+            // ibv_query_gid's index is an int.
+            let _ = write!(l, "ibv_query_gid dev={dev} port={} index={}", key.port, first as i32);
+            if count > 1 {
+                let _ = write!(l, "..{}", last as i32);
+            }
+            let _ = l.write_str(" result=0 gid=::");
+        }
     }
-    let _ = write!(l, " flags={:#x} entry_size={} result={}", key.flags, key.entry_size, Res(libc::ENODATA));
     if count > 1 {
         let _ = write!(l, " ×{count}");
     }
@@ -74,9 +98,9 @@ fn emit(r: &Run) {
     super::sink::emit(line(&r.key, r.first, r.last, r.count).finish());
 }
 
-/// An ENODATA answer: extends the pending run, or writes the pending run
-/// and starts a new one. Without the try-lock, writes it alone.
-pub fn enodata(key: RunKey, index: u32) {
+/// An empty entry: extends the pending run, or writes the pending run and
+/// starts a new one. Without the try-lock, writes it alone.
+pub fn empty(key: RunKey, index: u32) {
     let done = with(|pending| {
         match pending {
             Some(r) if r.key == key && index == r.last.wrapping_add(1) => {
@@ -113,7 +137,7 @@ mod tests {
     fn run_lines() {
         let mut dev = [0u8; 64];
         dev[..4].copy_from_slice(b"rxe1");
-        let key = RunKey { pid: 42, ctx: 1, port: 1, flags: 0, entry_size: 32, dev };
+        let key = RunKey { verb: Verb::QueryGidEx, pid: 42, ctx: 1, port: 1, flags: 0, entry_size: 32, dev };
         assert_eq!(
             line(&key, 3, 1023, 1021).as_bytes(),
             "rsverbs[42]: _ibv_query_gid_ex dev=rxe1 port=1 index=3..1023 flags=0x0 entry_size=32 result=ENODATA(61) ×1021"
@@ -123,5 +147,11 @@ mod tests {
             line(&key, 5, 5, 1).as_bytes(),
             b"rsverbs[42]: _ibv_query_gid_ex dev=rxe1 port=1 index=5 flags=0x0 entry_size=32 result=ENODATA(61)"
         );
+        let key = RunKey { verb: Verb::QueryGid, entry_size: 16, ..key };
+        assert_eq!(
+            line(&key, 3, 1023, 1021).as_bytes(),
+            "rsverbs[42]: ibv_query_gid dev=rxe1 port=1 index=3..1023 result=0 gid=:: ×1021".as_bytes()
+        );
+        assert_eq!(line(&key, u32::MAX, u32::MAX, 1).as_bytes(), b"rsverbs[42]: ibv_query_gid dev=rxe1 port=1 index=-1 result=0 gid=::");
     }
 }

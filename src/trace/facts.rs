@@ -7,22 +7,8 @@
 #![forbid(unsafe_code)]
 
 pub use crate::port::{gid_netdev, is_ethernet, port_netdev, qp_port};
+use crate::uverbs::write::{CMD_QUERY_DEVICE, QueryDeviceReq, QueryDeviceResp};
 use crate::uverbs::{self, route::Key};
-
-/// `enum ib_uverbs_write_cmds` (kernel include/uapi/rdma/ib_user_verbs.h).
-const CMD_QUERY_DEVICE: u32 = 1;
-
-/// `struct ib_uverbs_query_device` (8 bytes).
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct QueryDeviceReq {
-    response: u64,
-}
-
-/// `struct ib_uverbs_query_device_resp` is 176 bytes; `max_mcast_grp`,
-/// `max_mcast_qp_attach` and `max_total_mcast_qp_attach` are u32 at 132,
-/// 136 and 140.
-const DEV_RESP_LEN: usize = 176;
 
 /// The device's (`max_mcast_grp`, `max_mcast_qp_attach`,
 /// `max_total_mcast_qp_attach`), from QUERY_DEVICE.
@@ -30,12 +16,12 @@ pub fn mcast_limits(key: Key) -> Option<(u32, u32, u32)> {
     if key.fd < 0 {
         return None;
     }
-    let mut resp = [0u8; DEV_RESP_LEN];
-    let addr = resp.as_mut_ptr() as u64;
-    uverbs::run_write_cmd(key, CMD_QUERY_DEVICE, QueryDeviceReq { response: addr }, Some((addr, DEV_RESP_LEN as u16)))
-        .ok()?;
-    let at = |o: usize| u32::from_ne_bytes([resp[o], resp[o + 1], resp[o + 2], resp[o + 3]]);
-    Some((at(132), at(136), at(140)))
+    let mut resp = QueryDeviceResp { bytes: [0; 176] };
+    let addr = (&mut resp as *mut QueryDeviceResp) as u64;
+    uverbs::run_write_cmd(key, CMD_QUERY_DEVICE, QueryDeviceReq { response: addr }, Some((addr, 176))).ok()?;
+    // `max_mcast_grp`, `max_mcast_qp_attach`, `max_total_mcast_qp_attach`:
+    // the u32 at 132, 136 and 140 of `struct ib_uverbs_query_device_resp`.
+    Some((resp.u32_at(132), resp.u32_at(136), resp.u32_at(140)))
 }
 
 /// Whether `netdev` has joined the group of `mgid` at IP level: for a

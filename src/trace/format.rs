@@ -78,6 +78,22 @@ impl fmt::Display for Res {
     }
 }
 
+/// `_ibv_query_gid_table`'s return value: a count, or a negative errno as
+/// its name and value, `-EINVAL(-22)`.
+pub struct Count(pub isize);
+
+impl fmt::Display for Count {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            n if n >= 0 => write!(f, "{n}"),
+            n => match ERRNO_NAMES.get(n.unsigned_abs()).filter(|s| !s.is_empty()) {
+                Some(name) => write!(f, "-{name}({n})"),
+                None => write!(f, "-E?({n})"),
+            },
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,6 +106,12 @@ mod tests {
         assert_eq!(Res(95).to_string(), "EOPNOTSUPP(95)");
         assert_eq!(Res(12).to_string(), "ENOMEM(12)");
         assert_eq!(Res(9999).to_string(), "E?(9999)");
+        assert_eq!(Count(4).to_string(), "4");
+        assert_eq!(Count(0).to_string(), "0");
+        assert_eq!(Count(-22).to_string(), "-EINVAL(-22)");
+        assert_eq!(Count(-95).to_string(), "-EOPNOTSUPP(-95)");
+        assert_eq!(Count(-9999).to_string(), "-E?(-9999)");
+        assert_eq!(Count(isize::MIN).to_string(), format!("-E?({})", isize::MIN));
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! `RSVERBS_TRACE`: one line per call of the three verbs, and hints
+//! `RSVERBS_TRACE`: one line per call of the five verbs, and hints
 //! (docs/trace.md).
 //!
 //! The exports test one static, `hooks::wanted`, with a Relaxed
@@ -21,10 +21,10 @@ use crate::env::{FIRST_STATE, Switch};
 use crate::error::ErrnoGuard;
 use crate::registry::{self, Attachment};
 use crate::uverbs::route;
-use crate::view::{McastView, QpKey, QueryView};
+use crate::view::{GidView, McastView, QpKey, QueryView, TableView};
 use core::ffi::c_int;
 use core::fmt::Write;
-use format::{Line, Res};
+use format::{Count, Line, Res};
 
 const OFF: u8 = FIRST_STATE;
 /// `1` or a path: the call lines.
@@ -227,8 +227,8 @@ pub fn after_query(q: &QueryView, rc: c_int) {
             for (n, c) in dn.iter_mut().zip(name.bytes()) {
                 *n = c;
             }
-            let key = collapse::RunKey { pid, ctx: c.key.ctx, port, flags, entry_size, dev: dn };
-            collapse::enodata(key, index);
+            let key = collapse::RunKey { verb: collapse::Verb::QueryGidEx, pid, ctx: c.key.ctx, port, flags, entry_size, dev: dn };
+            collapse::empty(key, index);
         }
         _ => {
             collapse::flush(pid);
@@ -261,6 +261,77 @@ pub fn after_query(q: &QueryView, rc: c_int) {
             sink::emit(l.finish());
         }
     }
+}
+
+/// The line of one traced `ibv_query_gid` that returned `rc` (empty
+/// entries, 0 with the zero GID, collapse into runs). The caller keeps
+/// `errno`.
+pub fn after_gid(v: &GidView, rc: c_int) {
+    if mode() == OFF {
+        return;
+    }
+    let pid = std::process::id();
+    let dev = v.ctx.and_then(|c| c.dev);
+    let name = dev.as_ref().map_or("?", |d| d.name());
+    let empty = v.gid == Some([0; 16]);
+    if let (Some(c), true) = (v.ctx, empty) {
+        let mut dn = [0u8; 64];
+        for (n, c) in dn.iter_mut().zip(name.bytes()) {
+            *n = c;
+        }
+        let key = collapse::RunKey {
+            verb: collapse::Verb::QueryGid,
+            pid,
+            ctx: c.key.ctx,
+            port: u32::from(v.port),
+            flags: 0,
+            entry_size: 16,
+            dev: dn,
+        };
+        collapse::empty(key, v.index as u32);
+        return;
+    }
+    collapse::flush(pid);
+    let mut l = Line::new(pid);
+    if v.ctx.is_none() {
+        let _ = write!(l, "ibv_query_gid context=NULL port={} index={}", v.port, v.index);
+    } else {
+        let _ = write!(l, "ibv_query_gid dev={name} port={} index={}", v.port, v.index);
+    }
+    let _ = write!(l, " result={rc}");
+    if rc != 0 {
+        let _ = write!(l, " errno={}", Res(v.errno));
+    }
+    if v.gid_null {
+        let _ = l.write_str(" gid=NULL");
+    } else if let Some(g) = v.gid {
+        let _ = write!(l, " gid={}", core::net::Ipv6Addr::from(g));
+    }
+    sink::emit(l.finish());
+}
+
+/// The line of one traced `_ibv_query_gid_table` that returned `rc`. The
+/// caller keeps `errno`.
+pub fn after_gid_table(v: &TableView, rc: isize) {
+    if mode() == OFF {
+        return;
+    }
+    let pid = std::process::id();
+    collapse::flush(pid);
+    let mut l = Line::new(pid);
+    match v.ctx {
+        None => {
+            let _ = l.write_str("_ibv_query_gid_table context=NULL");
+        }
+        Some(c) => {
+            let _ = write!(l, "_ibv_query_gid_table dev={}", c.dev.as_ref().map_or("?", |d| d.name()));
+        }
+    }
+    if v.entries_null {
+        let _ = l.write_str(" entries=NULL");
+    }
+    let _ = write!(l, " max_entries={} flags={:#x} entry_size={} result={}", v.max_entries, v.flags, v.entry_size, Count(rc));
+    sink::emit(l.finish());
 }
 
 /// `rsverbs_mcast_attachments`: the recorded (MGID, LID) pairs of `qp`.

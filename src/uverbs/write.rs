@@ -6,6 +6,7 @@
 use core::mem::size_of;
 
 /// `enum ib_uverbs_write_cmds`.
+pub const CMD_QUERY_DEVICE: u32 = 1;
 pub const CMD_QUERY_PORT: u32 = 2;
 pub const CMD_ATTACH_MCAST: u32 = 30;
 pub const CMD_DETACH_MCAST: u32 = 31;
@@ -30,6 +31,36 @@ pub struct McastReq {
     pub reserved: u16,
 }
 
+/// `struct ib_uverbs_query_device` (8 bytes): only the address the kernel
+/// writes the 176-byte response to on the write() route.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueryDeviceReq {
+    pub response: u64,
+}
+
+/// `struct ib_uverbs_query_device_resp` (176 bytes), read by offset.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueryDeviceResp {
+    pub bytes: [u8; 176],
+}
+
+impl QueryDeviceResp {
+    /// `phys_port_cnt` is the u8 at byte 171 (kernel:
+    /// include/uapi/rdma/ib_user_verbs.h `struct ib_uverbs_query_device_resp`:
+    /// five u64, 32 u32, `max_pkeys`, `local_ca_ack_delay`).
+    pub const PHYS_PORT_CNT: usize = 171;
+    pub fn phys_port_cnt(&self) -> u8 {
+        self.bytes[Self::PHYS_PORT_CNT]
+    }
+    /// The u32 at byte `at` (`max_mcast_grp` is at 132).
+    pub fn u32_at(&self, at: usize) -> u32 {
+        let b = &self.bytes[at..at + 4];
+        u32::from_ne_bytes([b[0], b[1], b[2], b[3]])
+    }
+}
+
 /// `struct ib_uverbs_query_port` (16 bytes). `response` is the user address
 /// the kernel writes the 40-byte response to on the write() route.
 #[repr(C)]
@@ -40,7 +71,8 @@ pub struct QueryPortReq {
     pub reserved: [u8; 7],
 }
 
-/// `struct ib_uverbs_query_port_resp` (40 bytes); only `link_layer` is read.
+/// `struct ib_uverbs_query_port_resp` (40 bytes); `gid_tbl_len` and
+/// `link_layer` are read.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueryPortResp {
@@ -53,6 +85,11 @@ impl QueryPortResp {
     pub const LINK_LAYER: usize = 37;
     pub fn link_layer(&self) -> u8 {
         self.bytes[Self::LINK_LAYER]
+    }
+    /// `gid_tbl_len`, the u32 at byte 16.
+    pub fn gid_tbl_len(&self) -> u32 {
+        let b = &self.bytes[16..20];
+        u32::from_ne_bytes([b[0], b[1], b[2], b[3]])
     }
 }
 
@@ -67,6 +104,8 @@ pub struct WriteCmd<P> {
 const _: () = {
     assert!(size_of::<CmdHdr>() == 8);
     assert!(size_of::<McastReq>() == 24);
+    assert!(size_of::<QueryDeviceReq>() == 8);
+    assert!(size_of::<QueryDeviceResp>() == 176);
     assert!(size_of::<QueryPortReq>() == 16);
     assert!(size_of::<QueryPortResp>() == 40);
     assert!(size_of::<WriteCmd<McastReq>>() == 32);
