@@ -66,8 +66,9 @@ ZIG_SHA256  := ea6cc5d87b033cf0aedfbc8f9549a908cae6c50ac31f1698188fa48a74524b54
 ZIG_DIR     := $(RSVERBS_CACHE)/zig-$(ZIG_VERSION)
 ZIG         := $(ZIG_DIR)/ziglang/zig
 # CARGO_TARGET and CARGO_FEATURES build a variant elsewhere (make bench's
-# untraced library); the product is target/release with no features.
-CARGO_TARGET ?= target
+# untraced library); the product is target/lib with the symver feature
+# alone (Cargo.toml, docs/building.md), apart from cargo test's target/.
+CARGO_TARGET ?= target/lib
 CARGO_FEATURES ?=
 # ARCH builds librsverbs.so.1 for another architecture (docs/architectures.md):
 # x86_64, aarch64, powerpc64le or s390x, the name Rust's and zig's targets
@@ -105,20 +106,20 @@ else
 $(error LINKER must be zig or gnu, not '$(LINKER)')
 endif
 
-.PHONY: all lib tool header deps deps-cbindgen check check-unit check-abi check-vm check-sanitize check-traced fuzz demo compat bench matrix matrix-arch faults fanout \
+.PHONY: all lib tool example header deps deps-cbindgen check check-unit check-abi check-vm check-sanitize check-traced fuzz demo compat bench matrix matrix-arch faults fanout \
         install install-debug uninstall clean zig deb deps-deb check-deb check-freshroot check-install
 
-all: lib tool $(BUILD)/pkgconfig/rsverbs.pc
+all: lib tool example $(BUILD)/pkgconfig/rsverbs.pc
 
 lib: $(LIB)
 
 # The library's sources: everything in src/ but the command's package.
 LIB_SRCS    := $(shell find src -path src/tool -prune -o -type f -print)
 $(STATICLIB): $(LIB_SRCS) Cargo.toml Cargo.lock
-	$(CARGO) build --release --locked --lib --target-dir $(CARGO_TARGET) $(CARGO_ARCH) $(CARGO_FEATURES)
+	$(CARGO) build --release --locked --lib --target-dir $(CARGO_TARGET) $(CARGO_ARCH) --features symver $(CARGO_FEATURES)
 
 # The command (src/tool, docs/tool.md): its own package and target
-# directory, so that its build (the crate as an rlib, feature no-symver)
+# directory, so that its build (the crate as an rlib, without symver)
 # never replaces the staticlib above. Links libibverbs (libibverbs-dev).
 TOOL        := $(BUILD)/rsverbs
 TOOL_BIN    := target/tool/release/rsverbs
@@ -126,6 +127,18 @@ tool: $(TOOL)
 
 $(TOOL_BIN): $(LIB_SRCS) $(wildcard src/tool/*) Cargo.toml
 	$(CARGO) build --release --locked --manifest-path src/tool/Cargo.toml --target-dir target/tool
+
+# The safe Rust API's example (examples/attach.rs, docs/rust.md): the crate
+# as an rlib in cargo's own target/, linked with libibverbs; ctest/vm/rust.sh
+# runs it in the guest.
+EXAMPLE     := $(BUILD)/examples/attach
+example: $(EXAMPLE)
+
+$(EXAMPLE): $(LIB_SRCS) examples/attach.rs Cargo.toml Cargo.lock
+	$(CARGO) build --release --locked --example attach
+	mkdir -p $(BUILD)/examples
+	cp target/release/examples/attach $@.tmp
+	mv $@.tmp $@
 
 $(TOOL): $(TOOL_BIN)
 	mkdir -p $(BUILD)
@@ -252,7 +265,7 @@ INSTALL_TOOL := $(if $(filter yes,$(INSTALL_STRIP)),$(BUILD)/strip/rsverbs,$(TOO
 
 install: all $(INSTALL_LIB) $(INSTALL_TOOL)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR) \
-	  $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7
+	  $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man7
 	install -m 0755 $(INSTALL_TOOL) $(DESTDIR)$(BINDIR)/rsverbs
 	install -m 0755 $(INSTALL_LIB) $(DESTDIR)$(LIBDIR)/$(REALNAME)
 	ln -sf $(REALNAME) $(DESTDIR)$(LIBDIR)/$(SONAME)
@@ -262,6 +275,7 @@ install: all $(INSTALL_LIB) $(INSTALL_TOOL)
 	chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/rsverbs.pc
 	install -m 0644 docs/man/rsverbs.7 $(DESTDIR)$(MANDIR)/man7/rsverbs.7
 	install -m 0644 docs/man/rsverbs.1 $(DESTDIR)$(MANDIR)/man1/rsverbs.1
+	install -m 0644 docs/man/rsverbs_gid_index.3 $(DESTDIR)$(MANDIR)/man3/rsverbs_gid_index.3
 
 # The debug info of the installed library, where gdb finds it by the
 # .gnu_debuglink name (the .debug directory next to the library).
@@ -274,6 +288,7 @@ uninstall:
 	      $(DESTDIR)$(LIBDIR)/$(REALNAME) $(DESTDIR)$(LIBDIR)/$(SONAME) \
 	      $(DESTDIR)$(LIBDIR)/librsverbs.so $(DESTDIR)$(INCLUDEDIR)/rsverbs.h \
 	      $(DESTDIR)$(PKGCONFIGDIR)/rsverbs.pc $(DESTDIR)$(MANDIR)/man7/rsverbs.7 \
+	      $(DESTDIR)$(MANDIR)/man3/rsverbs_gid_index.3 \
 	      $(DESTDIR)$(DEBUGDIR)/$(REALNAME).debug
 	-rmdir $(DESTDIR)$(DEBUGDIR) 2>/dev/null
 

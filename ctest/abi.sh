@@ -16,9 +16,15 @@ check "C++ prototypes identical to verbs.h" c++ -std=c++11 -Wall -Werror -Iinclu
 
 # Exactly these defined dynamic symbols, with these versions (exports and
 # verdefs: ctest/lib.sh).
-want=$'_ibv_query_gid_ex@@IBVERBS_1.11\n_ibv_query_gid_table@@IBVERBS_1.11\nibv_attach_mcast@@IBVERBS_1.1\nibv_detach_mcast@@IBVERBS_1.1\nibv_query_gid@@IBVERBS_1.1\nrsverbs_attach_mcast@@RSVERBS_0.1\nrsverbs_detach_mcast@@RSVERBS_0.1\nrsverbs_mcast_attachments@@RSVERBS_0.2\nrsverbs_query_gid@@RSVERBS_0.3\nrsverbs_query_gid_ex@@RSVERBS_0.1\nrsverbs_query_gid_table@@RSVERBS_0.3'
+want=$'_ibv_query_gid_ex@@IBVERBS_1.11\n_ibv_query_gid_table@@IBVERBS_1.11\nibv_attach_mcast@@IBVERBS_1.1\nibv_detach_mcast@@IBVERBS_1.1\nibv_query_gid@@IBVERBS_1.1\nrsverbs_attach_mcast@@RSVERBS_0.1\nrsverbs_detach_mcast@@RSVERBS_0.1\nrsverbs_gid_index_find@@RSVERBS_0.3\nrsverbs_gid_index_perftest@@RSVERBS_0.3\nrsverbs_gid_index_rdma_cm@@RSVERBS_0.3\nrsverbs_mcast_attachments@@RSVERBS_0.2\nrsverbs_query_gid@@RSVERBS_0.3\nrsverbs_query_gid_ex@@RSVERBS_0.1\nrsverbs_query_gid_table@@RSVERBS_0.3'
 got=$(exports "$LIB")
 if [ "$got" = "$want" ]; then pass "exported symbol set is exact"; else fail "exported symbols: $(echo "$got" | tr '\n' ' ')"; fi
+
+# The crate as an rlib (the rsverbs command; rsverbs::safe users) defines no
+# libibverbs name: its calls of ibv_* stay rdma-core's (docs/building.md).
+tool=${RSVERBS_TOOL:-$B/rsverbs}
+check "the rsverbs command (the rlib) defines no ibv_* name" \
+  sh -c '[ -x "$1" ] && ! nm "$1" | grep -Eq " [TtWw] _?ibv_"' _ "$tool"
 
 # The same exports and version nodes from the other linker (GNU ld vs zig's
 # lld): the link is one decision for both (docs/building.md).

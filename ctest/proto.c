@@ -10,4 +10,10 @@ SAME(rsverbs_query_gid_ex, _ibv_query_gid_ex);
 SAME(rsverbs_query_gid, ibv_query_gid);
 SAME(rsverbs_query_gid_table, _ibv_query_gid_table);
 
+/* rsverbs' own functions (rsverbs_gid_index(3)): the types the page gives. */
+#define TYPED(f, t) _Static_assert(__builtin_types_compatible_p(__typeof__(&f), t), #f)
+TYPED(rsverbs_gid_index_rdma_cm, int (*)(struct ibv_context *, uint8_t, const struct sockaddr *, unsigned int));
+TYPED(rsverbs_gid_index_perftest, int (*)(struct ibv_context *, uint8_t));
+TYPED(rsverbs_gid_index_find, int (*)(struct ibv_context *, uint8_t, int, int, unsigned int, int, int));
+
 int main(void) { return 0; }

@@ -2,7 +2,7 @@
 # The Rust unit tests (encoders byte for byte against rdma-core captures,
 # parsers, route cache), and those of the rsverbs command (src/tool: its
 # argument, /proc and GROUP parsers, default-index rules, JSON writer),
-# recorded one result per test.
+# recorded one result per test, doctests (rsverbs::safe) included.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source ctest/lib.sh
@@ -10,7 +10,9 @@ out=$(mktemp)
 { cargo test --release --locked
   cargo test --release --locked --manifest-path src/tool/Cargo.toml --target-dir target/tool; } 2>&1 |
   tee "$out" | grep -E '^test result|FAILED|panicked' || true
-while read -r _ name _ res; do
+# "test NAME ... RESULT"; a doctest's NAME has spaces ("src/safe.rs - safe (line 8)").
+while IFS= read -r line; do
+  name=${line#test }; name=${name%% ... *}; res=${line##* ... }
   case $res in ok) pass "$name" ;; ignored*) echo "skip $name (long run: make fuzz)" ;; *) fail "$name ($res)" ;; esac
 done < <(grep -E '^test .* \.\.\. ' "$out")
 grep -q '^test result: ok' "$out" && ! grep -q '^test result: FAILED' "$out" || fail "cargo test did not finish cleanly"

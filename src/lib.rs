@@ -25,7 +25,8 @@
 //! - [`view`]: the safe views of rdma-core objects that the features get;
 //! - [`sysfs`], [`gid`], [`mcast`]: the verbs (`sysfs`: the GID family's
 //!   fallback for old kernels, `sysfs::table` the table's walk);
-//! - `port`: a QP's port and its netdevs, for the features;
+//! - `port`: a QP's port and its netdevs, for the features; [`select`]:
+//!   GID selection (the index rdma_cm and perftest pick, a filter);
 //! - [`registry`], [`trace`]: `RSVERBS_TRACE`, its hints, and the attachment
 //!   registry they read (docs/trace.md); `ipjoin`: `RSVERBS_MCAST_IPJOIN`,
 //!   the opt-in IP-level join (docs/ipjoin.md);
@@ -33,7 +34,7 @@
 //!   the features;
 //! - `lifecycle`: load, fork and unload (the one constructor, destructor
 //!   and atfork handler); [`capi`]: the exports, pointer checks, symbol
-//!   versions.
+//!   versions; [`safe`]: the safe Rust API over them (docs/rust.md).
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
@@ -51,6 +52,8 @@ pub mod mgid;
 mod port;
 pub mod rdma_core;
 pub mod registry;
+pub mod safe;
+pub mod select;
 pub mod sysfs;
 pub mod trace;
 pub mod uverbs;

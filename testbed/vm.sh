@@ -32,7 +32,8 @@ INITRD_MODULES=(virtio_pci 9pnet_virtio 9p virtio_net)
 # from 6.13 on have no crc32_generic (crc32 is a library there).  rdma_ucm
 # pulls in rdma_cm/ib_cm/iw_cm/configfs for librdmacm users (mckey, rping).
 # libcrc32c: what siw.ko needs (testbed/siw.sh; loaded with RSVERBS_SIW=1).
-STAGE2_MODULES=(crc32_generic rdma_rxe rdma_ucm dummy libcrc32c)
+# 8021q: VLAN netdevs, whose GIDs rxe adds to its port (ctest/vm/select.sh).
+STAGE2_MODULES=(crc32_generic rdma_rxe rdma_ucm dummy libcrc32c 8021q)
 
 KSUITE=${RSVERBS_KERNEL:-bookworm}
 USUITE=${RSVERBS_USERLAND:-bookworm}

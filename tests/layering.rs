@@ -15,10 +15,11 @@ const LAYERS: &[&[&str]] = &[
     &["rdma_core", "env"],                   // release and provider knowledge, switches
     &["view"],                               // safe views of rdma-core objects
     &["sysfs", "gid", "mcast"],              // the verbs
-    &["port"],                               // a QP's port and netdevs
+    &["port", "select"],                     // a QP's port and netdevs, GID selection
     &["registry", "trace", "ipjoin"],        // the opt-in features
     &["hooks"],                              // the exports' one check and dispatch
     &["lifecycle", "capi"],                  // load/fork/unload, the C boundary
+    &["safe"],                               // the safe Rust API over the C boundary
 ];
 
 fn src() -> PathBuf {

@@ -33,29 +33,7 @@
 #include <unistd.h>
 #define PROG_NAME "cmsend"
 #include "common.h"
-
-/* The next event on `ch`, which must be `want`; acknowledged, its UD
- * parameters copied to `ud` if given. */
-static void expect_event(struct rdma_event_channel *ch, enum rdma_cm_event_type want, struct rdma_ud_param *ud)
-{
-	struct rdma_cm_event *ev;
-	if (rdma_get_cm_event(ch, &ev))
-		die("rdma_get_cm_event: %s", strerror(errno));
-	if (ev->event != want)
-		die("got %s (status %d), wanted %s", rdma_event_str(ev->event), ev->status, rdma_event_str(want));
-	if (ud)
-		*ud = ev->param.ud;
-	rdma_ack_cm_event(ev);
-}
-
-static void addr_of(const char *s, struct sockaddr_storage *ss)
-{
-	struct addrinfo *ai, hints = { .ai_flags = AI_NUMERICHOST };
-	if (getaddrinfo(s, NULL, &hints, &ai))
-		die("not a numeric address: %s", s);
-	memcpy(ss, ai->ai_addr, ai->ai_addrlen);
-	freeaddrinfo(ai);
-}
+#include "cm.h"
 
 int main(int argc, char **argv)
 {
@@ -76,13 +54,8 @@ int main(int argc, char **argv)
 	addr_of(bind_to, &src);
 	addr_of(group, &dst);
 
-	struct rdma_event_channel *ch = rdma_create_event_channel();
-	struct rdma_cm_id *id;
-	if (!ch || rdma_create_id(ch, &id, NULL, RDMA_PS_UDP))
-		die("rdma_create_id: %s", strerror(errno));
-	if (rdma_resolve_addr(id, (struct sockaddr *)&src, (struct sockaddr *)&dst, 2000))
-		die("rdma_resolve_addr: %s", strerror(errno));
-	expect_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED, NULL);
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id = resolved_udp_id(&ch, &src, &dst);
 
 	enum { SIZE = 100 };
 	static char buf[SIZE];

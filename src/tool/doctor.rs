@@ -6,7 +6,8 @@ use crate::gids::{self, Port};
 use crate::group::{Group, perftest_arg};
 use crate::json::Json;
 use crate::net;
-use crate::table::{Slot, type_name, v4_mapped};
+use crate::table::{Slot, type_name};
+use rsverbs::select::rules::{Family, Filter, NO_VLAN};
 use core::net::Ipv6Addr;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -89,10 +90,9 @@ pub fn port_verdict(d: &Device, limits: &ffi::DeviceLimits, p: &Port, group: Gro
     let ifindex = netdev.as_deref().map(ifindex_of).unwrap_or(0);
     let fam = if want_v4 { "IPv4" } else { "IPv6" };
     let tname = type_name(p.default_type);
-    let found = p.table.slots.iter().find_map(|s| match s {
-        Slot::Gid(g) if g.gid_type == p.default_type && g.ifindex == ifindex && v4_mapped(&g.raw).is_some() == want_v4 => Some(g.index),
-        _ => None,
-    });
+    let family = if want_v4 { Family::V4 } else { Family::V6 };
+    let filter = Filter { gid_type: Some(p.default_type), family: Some(family), ifindex: Some(ifindex), vlan: None };
+    let found = filter.first(&p.table.slots, 0, &|_| NO_VLAN);
     checks.push(match found {
         Some(i) => check(
             "gid",

@@ -3,8 +3,8 @@
 
 use crate::ffi::{self, Device, LINK_LAYER_ETHERNET};
 use crate::table::{self, Slot, Table, gid_text, type_name, v4_mapped};
-use crate::{net, pick};
-use rsverbs::abi::{IBV_GID_TYPE_ROCE_V1, IBV_GID_TYPE_ROCE_V2};
+use crate::net;
+use rsverbs::select::{default_roce_type, rules};
 
 /// One port, read: what `gids` prints and `doctor` checks.
 pub struct Port {
@@ -23,19 +23,9 @@ pub fn read_port(dev: &Device, port: u8) -> Option<Port> {
     let table = table::read(dev, port, info.gid_tbl_len.max(0) as u32);
     let roce = info.link_layer == LINK_LAYER_ETHERNET;
     let default_type = default_roce_type(&dev.name, port);
-    let rdma_cm = if roce { pick::rdma_cm(&table.slots, default_type) } else { Vec::new() };
-    let perftest = (roce && !table.slots.is_empty()).then(|| pick::perftest(&table.slots));
+    let rdma_cm = if roce { rules::rdma_cm(&table.slots, default_type) } else { Vec::new() };
+    let perftest = (roce && !table.slots.is_empty()).then(|| rules::perftest(&table.slots));
     Some(Port { port, info, table, default_type, rdma_cm, perftest })
-}
-
-/// configfs rdma_cm/DEV/ports/N/default_roce_mode when an administrator
-/// created it (cma_configfs.c), else RoCE v2 (cma.c `cma_add_one`).
-pub fn default_roce_type(dev: &str, port: u8) -> u32 {
-    let path = format!("/sys/kernel/config/rdma_cm/{dev}/ports/{port}/default_roce_mode");
-    match net::read(&path).trim() {
-        "IB/RoCE v1" => IBV_GID_TYPE_ROCE_V1,
-        _ => IBV_GID_TYPE_ROCE_V2,
-    }
 }
 
 /// The rows of one port (no header).

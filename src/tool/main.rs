@@ -1,7 +1,7 @@
 //! `rsverbs`: the command of the rsverbs project (rsverbs(1), docs/tool.md).
 //! Modules: `cli` (arguments), `ffi` (rdma-core: devices and ports),
-//! `table` (a port's GIDs through rsverbs' engine), `pick` (the default
-//! indexes of rdma_cm and perftest), `gids` (the `gids` command), `group`
+//! `table` (a port's GIDs through rsverbs' engine; the default indexes of
+//! rdma_cm and perftest are the library's, `rsverbs::select`), `gids` (the `gids` command), `group`
 //! (GROUP, its MGID and MAC), `net` (netdev and IP state from /sys and
 //! /proc), `doctor` (the checks), `json` (the writer).
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -15,7 +15,6 @@ mod gids;
 mod group;
 mod json;
 mod net;
-mod pick;
 mod table;
 
 use cli::Command;

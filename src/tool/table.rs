@@ -8,23 +8,9 @@ use rsverbs::abi::{IBV_GID_TYPE_IB, IBV_GID_TYPE_ROCE_V1, IBV_GID_TYPE_ROCE_V2, 
 use rsverbs::gid::{GidQuery, query_gid_ex, query_gid_table};
 use rsverbs::uverbs::route;
 
-/// A non-empty GID entry.
-#[derive(Clone, Debug)]
-pub struct Gid {
-    pub index: u32,
-    pub raw: [u8; 16],
-    pub gid_type: u32,
-    pub ifindex: u32,
-}
-
-/// One slot of the table.
-#[derive(Clone, Debug)]
-pub enum Slot {
-    Gid(Gid),
-    Empty,
-    /// Any other errno than ENODATA (an empty slot).
-    Error(i32),
-}
+/// An entry and a slot of the table: the library's (`rsverbs::select::rules`),
+/// which the rdma_cm and perftest rules read.
+pub use rsverbs::select::rules::{Gid, Slot};
 
 /// A port's table, in index order, and the route the engine took.
 pub struct Table {

@@ -26,7 +26,9 @@ use crate::mcast::{McastCall, Op};
 use crate::{gid, hooks, mcast, trace};
 use core::ffi::c_int;
 
-#[cfg(not(any(test, feature = "no-symver")))]
+pub mod select;
+
+#[cfg(all(feature = "symver", not(test)))]
 core::arch::global_asm!(
     ".symver rsverbs_attach_mcast, ibv_attach_mcast@@IBVERBS_1.1",
     ".symver rsverbs_detach_mcast, ibv_detach_mcast@@IBVERBS_1.1",

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The safe Rust API (rsverbs::safe, docs/rust.md), in the guest: the example
+# build/examples/attach (examples/attach.rs) creates a UD QP with rdma-core
+# on rxe1, attaches a group through rsverbs::safe and holds it (--wait):
+#  - while held, the kernel shows the group: rxe adds the group's multicast
+#    MAC to its netdev (rxe_mcast.c `rxe_mcast_add` → `dev_mc_add`), seen in
+#    /proc/net/dev_mcast;
+#  - after the Attachment is dropped, with the QP still open, rdma-core's
+#    own ibv_detach_mcast of the group fails with EINVAL: the kernel has no
+#    such attachment (rxe_mcast.c `rxe_detach_mcg`: "we didn't find the qp
+#    on the list"); the example's control step (a forgotten Attachment
+#    stays, and rdma-core detaches it with 0) and its GID table step pass.
+#    The MAC is no witness of the detach: on 6.1, rxe's detach frees the
+#    group without `rxe_mcast_del` (seen: the MAC stays after the last
+#    detach), so the suite only reports whether it went.
+# The example links the crate as an rlib, not librsverbs.so.1: no preload.
+set -uo pipefail
+source "$(dirname "$0")/../lib.sh"
+X=${RSVERBS_EXAMPLE:-$(dirname "$RSVERBS_LIB")/examples/attach}
+DEV=rxe1 ND=dummy0
+MAC=3333ef050701 # ff0e::ffff:ef05:701, the example's group (RFC 2464 7)
+W=$(mktemp -d)
+trap 'rm -rf "$RESULTS_DIR/rust" && mkdir -p "$RESULTS_DIR/rust" && cp -r "$W"/. "$RESULTS_DIR/rust/"; rm -rf "$W"' EXIT
+
+if [ "${RSVERBS_USERLAND:-bookworm}" != bookworm ]; then
+	echo "skip rust: $X is built against the host's glibc (bookworm) and runs in that userland only"
+	finish
+	exit
+fi
+
+mac_on() { awk -v n=$ND -v m=$MAC '$2 == n && $5 == m { f = 1 } END { exit !f }' /proc/net/dev_mcast; }
+mac_off() { ! mac_on; }
+check "before: $MAC not on $ND" mac_off
+
+coproc EX { exec "$X" --wait $DEV 2>&1; }
+# upto PREFIX: reads the example's lines into attach.out until one starts
+# with PREFIX; false when it ends first (or stays silent for 60 s).
+upto() {
+	local line
+	while IFS= read -r -t 60 line <&"${EX[0]}"; do
+		echo "$line" >> $W/attach.out
+		case $line in "$1"*) return 0 ;; esac
+	done
+	return 1
+}
+if upto "attach: holding it"; then
+	pass "the example attached through rsverbs::safe and holds the group"
+	check "held: the kernel shows the group ($MAC on $ND in /proc/net/dev_mcast)" wait_until 10 mac_on
+	echo >&"${EX[1]}"
+	if upto "attach: dropped"; then
+		if mac_on; then m="stays (rxe leaves it)"; else m="is gone"; fi
+		echo "note rust: after the drop, $MAC on $ND $m"
+		pass "the example reported the drop"
+		echo "$m" > $W/mac_after_drop
+		echo >&"${EX[1]}"
+	else
+		fail "the example did not report the drop"
+	fi
+else
+	fail "the example did not reach the attachment"
+fi
+upto "never printed"
+wait "$EX_PID"
+rc=$?
+check "the example exits 0: every step as it should be (rc $rc)" [ $rc = 0 ]
+for step in "GID entries; perftest's index" "attached through rsverbs::safe" "after the drop, rdma-core's ibv_detach_mcast" "control: a forgotten attachment stays; rdma-core detaches it: 0"; do
+	check "step: $step" grep -q "^attach: ok .*$step" $W/attach.out
+done
+grep -q WRONG $W/attach.out && fail "a step is WRONG: $(grep WRONG $W/attach.out | head -1)"
+finish

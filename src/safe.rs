@@ -1,0 +1,209 @@
+//! A safe Rust API over the same exports (docs/rust.md): a [`Qp`] and a
+//! [`Context`] borrowed from the raw pointers of any Rust binding of
+//! rdma-core, an [`Attachment`] that detaches when dropped, the GID table and
+//! the GID selectors. Each call goes through the C boundary's own functions
+//! (`capi`), so `RSVERBS_TRACE` and `RSVERBS_MCAST_IPJOIN` see it as they
+//! see a C program's call.
+//!
+//! ```
+//! use rsverbs::safe::{Context, Qp};
+//! // NULL is refused at the door; a real pointer comes from ibv_open_device,
+//! // ibv_create_qp, or the raw handle of a Rust binding.
+//! assert!(unsafe { Qp::from_raw(std::ptr::null_mut::<u8>()) }.is_none());
+//! assert!(unsafe { Context::from_raw(std::ptr::null_mut::<u8>()) }.is_none());
+//! ```
+
+use crate::abi::{ibv_context, ibv_gid, ibv_gid_entry, ibv_qp};
+use crate::capi::{rsverbs_attach_mcast, rsverbs_detach_mcast, rsverbs_query_gid_table};
+use crate::select::Port;
+pub use crate::select::rules::{Family, Filter, NO_VLAN};
+use core::fmt;
+use core::marker::PhantomData;
+use core::net::IpAddr;
+use core::ptr::NonNull;
+use std::io;
+
+/// A QP that rdma-core created (`struct ibv_qp *`), borrowed for `'a`.
+#[derive(Clone, Copy)]
+pub struct Qp<'a> {
+    raw: NonNull<ibv_qp>,
+    _life: PhantomData<&'a ibv_qp>,
+}
+
+impl<'a> Qp<'a> {
+    /// Borrows a `struct ibv_qp *` from rdma-core (`ibv_create_qp`, or a
+    /// binding's raw QP pointer, whatever its Rust type). None for NULL.
+    ///
+    /// # Safety
+    /// `qp` must point at a live `struct ibv_qp` that rdma-core created, and
+    /// stay live (not destroyed) for `'a`.
+    pub unsafe fn from_raw<T>(qp: *mut T) -> Option<Qp<'a>> {
+        Some(Qp { raw: NonNull::new(qp.cast())?, _life: PhantomData })
+    }
+
+    /// The QP number.
+    pub fn qp_num(&self) -> u32 {
+        // SAFETY: live for 'a (from_raw's contract).
+        unsafe { self.raw.as_ref() }.qp_num
+    }
+
+    /// Attaches the QP to the multicast group `gid` (16 bytes, network
+    /// order, as in `union ibv_gid`) and `lid` (0 on RoCE), as
+    /// `ibv_attach_mcast` does. The returned [`Attachment`] detaches when it
+    /// is dropped.
+    ///
+    /// ```no_run
+    /// # let raw_qp: *mut u8 = std::ptr::null_mut();
+    /// use rsverbs::safe::Qp;
+    /// let qp = unsafe { Qp::from_raw(raw_qp) }.expect("a QP");
+    /// let group: std::net::Ipv6Addr = "ff0e::ffff:ef01:0101".parse().unwrap();
+    /// let member = qp.attach(&group.octets(), 0)?;
+    /// // ... receive the group's datagrams ...
+    /// member.detach()?; // or let it drop
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn attach(&self, gid: &[u8; 16], lid: u16) -> io::Result<Attachment<'_>> {
+        let g = ibv_gid { raw: *gid };
+        // SAFETY: a live QP (from_raw's contract) and a 16-byte GID.
+        let rc = unsafe { rsverbs_attach_mcast(self.raw.as_ptr(), &g, lid) };
+        if rc != 0 {
+            return Err(io::Error::from_raw_os_error(rc));
+        }
+        Ok(Attachment { qp: *self, gid: *gid, lid, _borrow: PhantomData })
+    }
+}
+
+/// One group attached to a QP through [`Qp::attach`]. Dropping it detaches
+/// the group (`ibv_detach_mcast`); [`Attachment::detach`] does it with the
+/// result in hand. A detach that fails on drop is reported on standard
+/// error, never lost silently. `std::mem::forget` keeps the group attached.
+#[must_use = "dropping an Attachment detaches the group at once"]
+pub struct Attachment<'q> {
+    qp: Qp<'q>,
+    gid: [u8; 16],
+    lid: u16,
+    _borrow: PhantomData<&'q Qp<'q>>,
+}
+
+impl Attachment<'_> {
+    /// The group's GID.
+    pub fn gid(&self) -> [u8; 16] {
+        self.gid
+    }
+
+    /// The group's LID.
+    pub fn lid(&self) -> u16 {
+        self.lid
+    }
+
+    /// Detaches now, and returns what `ibv_detach_mcast` returned.
+    pub fn detach(self) -> io::Result<()> {
+        let me = core::mem::ManuallyDrop::new(self);
+        me.run_detach()
+    }
+
+    fn run_detach(&self) -> io::Result<()> {
+        let g = ibv_gid { raw: self.gid };
+        // SAFETY: the QP is live for 'q (Qp::from_raw's contract).
+        match unsafe { rsverbs_detach_mcast(self.qp.raw.as_ptr(), &g, self.lid) } {
+            0 => Ok(()),
+            rc => Err(io::Error::from_raw_os_error(rc)),
+        }
+    }
+}
+
+impl Drop for Attachment<'_> {
+    fn drop(&mut self) {
+        if let Err(e) = self.run_detach() {
+            eprintln!("rsverbs: {self:?}: the detach on drop failed: {e}");
+        }
+    }
+}
+
+impl fmt::Debug for Attachment<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "group {} (LID {}) on QP {}", core::net::Ipv6Addr::from(self.gid), self.lid, self.qp.qp_num())
+    }
+}
+
+/// An rdma-core device context (`struct ibv_context *`), borrowed for `'a`.
+#[derive(Clone, Copy)]
+pub struct Context<'a> {
+    raw: NonNull<ibv_context>,
+    _life: PhantomData<&'a ibv_context>,
+}
+
+/// One valid entry of a device's GID table (`struct ibv_gid_entry`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GidEntry {
+    pub port: u32,
+    pub index: u32,
+    /// 16 bytes, network order.
+    pub gid: [u8; 16],
+    /// `IBV_GID_TYPE_IB` (0), `IBV_GID_TYPE_ROCE_V1` (1) or `_V2` (2).
+    pub gid_type: u32,
+    /// The netdev's ifindex; 0 for none.
+    pub ifindex: u32,
+}
+
+/// The most entries one `ibv_query_gid_table` returns (a u16 attribute).
+const TABLE_MAX: usize = u16::MAX as usize / size_of::<ibv_gid_entry>();
+
+impl<'a> Context<'a> {
+    /// Borrows a `struct ibv_context *` from rdma-core (`ibv_open_device`,
+    /// or a binding's raw context pointer). None for NULL.
+    ///
+    /// # Safety
+    /// `ctx` must point at a live context that rdma-core opened, and stay
+    /// open for `'a`.
+    pub unsafe fn from_raw<T>(ctx: *mut T) -> Option<Context<'a>> {
+        Some(Context { raw: NonNull::new(ctx.cast())?, _life: PhantomData })
+    }
+
+    /// Every valid entry of every port's GID table, as
+    /// `ibv_query_gid_table` gives them.
+    pub fn gid_table(&self) -> io::Result<Vec<GidEntry>> {
+        // SAFETY: all-zero is a valid ibv_gid_entry (integers).
+        let mut buf = vec![unsafe { core::mem::zeroed::<ibv_gid_entry>() }; TABLE_MAX];
+        // SAFETY: a live context; buf holds TABLE_MAX entries of that size.
+        let n = unsafe { rsverbs_query_gid_table(self.raw.as_ptr(), buf.as_mut_ptr(), TABLE_MAX, 0, size_of::<ibv_gid_entry>()) };
+        let n = usize::try_from(n).map_err(|_| io::Error::from_raw_os_error(-(n as i32)))?;
+        buf.truncate(n.min(TABLE_MAX));
+        Ok(buf
+            .iter()
+            // SAFETY: reading the raw view of a plain byte union.
+            .map(|e| GidEntry { port: e.port_num, index: e.gid_index, gid: unsafe { e.gid.raw }, gid_type: e.gid_type, ifindex: e.ndev_ifindex })
+            .collect())
+    }
+
+    fn port(&self, port: u8) -> io::Result<Port> {
+        // SAFETY: a live context (from_raw's contract).
+        unsafe { Port::new(self.raw.as_ptr(), port) }.map_err(|e| io::Error::from_raw_os_error(e.code))
+    }
+
+    /// The GID index rdma_cm binds for `ip` on the netdev `ifindex` (None:
+    /// any) of RoCE port `port` (docs/gid-select.md).
+    pub fn gid_index_rdma_cm(&self, port: u8, ip: IpAddr, ifindex: Option<u32>) -> io::Result<u32> {
+        self.port(port)?.rdma_cm(ip, ifindex).map_err(|e| io::Error::from_raw_os_error(e.code))
+    }
+
+    /// The GID index perftest uses without `-x` on RoCE port `port`.
+    pub fn gid_index_perftest(&self, port: u8) -> io::Result<u32> {
+        self.port(port)?.perftest().map_err(|e| io::Error::from_raw_os_error(e.code))
+    }
+
+    /// The lowest GID index at or after `start` on `port` whose entry
+    /// passes `filter`.
+    ///
+    /// ```no_run
+    /// # let raw_ctx: *mut u8 = std::ptr::null_mut();
+    /// use rsverbs::safe::{Context, Family, Filter};
+    /// let ctx = unsafe { Context::from_raw(raw_ctx) }.expect("a context");
+    /// let v4_rocev2 = Filter { gid_type: Some(2), family: Some(Family::V4), ..Filter::default() };
+    /// let index = ctx.gid_index_find(1, &v4_rocev2, 0)?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn gid_index_find(&self, port: u8, filter: &Filter, start: u32) -> io::Result<u32> {
+        self.port(port)?.find(filter, start).map_err(|e| io::Error::from_raw_os_error(e.code))
+    }
+}
