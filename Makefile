@@ -106,7 +106,7 @@ else
 $(error LINKER must be zig or gnu, not '$(LINKER)')
 endif
 
-.PHONY: all lib tool example header deps deps-cbindgen check check-unit check-abi check-vm check-sanitize check-traced fuzz demo compat bench matrix matrix-arch faults fanout \
+.PHONY: all lib tool example size header deps deps-cbindgen check check-unit check-abi check-vm check-sanitize check-traced fuzz demo compat bench matrix matrix-arch faults fanout \
         install install-debug uninstall clean zig deb deps-deb check-deb check-freshroot check-install
 
 all: lib tool example $(BUILD)/pkgconfig/rsverbs.pc
@@ -236,6 +236,10 @@ fanout: deps all
 # The README's first command: installs, builds, boots, shows C programs on rsverbs.
 demo:
 	demo/run.sh
+
+# What takes the space in librsverbs.so.1 (bench/sizes.sh; also in BENCHMARKS.md).
+size: lib
+	@bench/sizes.sh $(LIB)
 
 # Benchmarks against rdma-core and the bare-syscall floor, in the test bed; writes BENCHMARKS.md.
 # The "untraced" contender: the same library with the RSVERBS_TRACE check

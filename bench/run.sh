@@ -56,6 +56,24 @@ if [ -n "$(git status --porcelain -- src Cargo.toml Cargo.lock build.rs 2>/dev/n
   echo
   cat "$out/bench-body.md"
   echo
+  echo "## What takes the space"
+  echo
+  echo "bench/sizes.sh (\`make size\`) on the measured library: the stripped file's sections, and its code and"
+  echo "data by owner, from the symbol sizes of the unstripped file (the start-up cost beside libibverbs' is"
+  echo "under What preloading costs)."
+  echo
+  bench/sizes.sh bench/out/lib/librsverbs.so.1
+  echo
+  echo "More than half of the code is std's backtrace printer: \`std::panicking::default_hook\` prints a"
+  echo "backtrace before the abort (\`panic = \"abort\"\` removes unwinding, not the hook), and with it come"
+  echo "gimli, addr2line, object, miniz_oxide and rustc_demangle (symbolization) and the unwinder's"
+  echo "\`_Unwind_Backtrace\` with its DWARF parser. No export panics on any input the tests know of, so"
+  echo "none of it runs. Stable Rust links it whenever std is linked: std's own panic handler is the only"
+  echo "one a std crate may have, and \`panic_immediate_abort\` needs a rebuilt std (\`-Z build-std\`,"
+  echo "nightly). Cutting it means a \`no_std\` library (\`core\` + \`alloc\` over \`libc\`, with its own"
+  echo "\`#[panic_handler]\` that aborts): the file would keep rsverbs' own code, formatting and the parts"
+  echo "of core and alloc it uses. rsverbs' own share is what grows with each verb."
+  echo
   echo "Raw outputs of the last run (strace logs, callgrind files): bench/out/vm/ (not checked in)."
 } > "$md"
 echo

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# What takes the space in librsverbs.so.1: the stripped file's sections, and
+# the code and data by owner, from the symbol sizes of the unstripped file.
+#   bench/sizes.sh [LIB]    (default build/librsverbs.so.1); prints Markdown.
+# Owners: std's backtrace printer (gimli, addr2line, object, miniz_oxide,
+# rustc_demangle, the unwinder: what std's default panic hook links, even
+# with panic=abort), rsverbs' own code, formatting (core::fmt), the rest of
+# std/core/alloc, and what has no Rust path (libc glue, unnamed).
+set -euo pipefail
+lib=${1:-build/librsverbs.so.1}
+[ -f "$lib" ] || { echo "bench/sizes.sh: no $lib (make lib)" >&2; exit 2; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+strip -o "$tmp/stripped" "$lib"
+total=$(stat -c %s "$tmp/stripped")
+
+echo "| section of the stripped file | bytes | share |"
+echo "|---|---:|---:|"
+size -A "$tmp/stripped" | awk -v t="$total" '
+  $1 ~ /^\./ && $2 > 0 && $1 != ".bss" && $1 != ".tbss" { s[$1] = $2; n++ }
+  END { for (k in s) printf "%s\t%d\n", k, s[k] }' | sort -t$'\t' -k2 -nr | head -8 |
+  awk -F'\t' -v t="$total" '{ printf "| `%s` | %d | %.0f%% |\n", $1, $2, 100 * $2 / t }'
+echo "| the whole file | $total | 100% |"
+echo
+
+# Code and read-only/initialised data by owner (nm -S: symbols with a size;
+# .bss is not in the file and is left out).
+nm -S -C --defined-only "$lib" | awk 'NF >= 4 && $3 ~ /^[TtRrDdWwVv]$/' > "$tmp/syms"
+awk '
+  function hex(s,   i, v, d) { v = 0; s = tolower(s); for (i = 1; i <= length(s); i++) { d = index("0123456789abcdef", substr(s, i, 1)) - 1; v = v * 16 + d } return v }
+  { sz = hex($2); $1 = $2 = $3 = ""; n = $0
+    if (n ~ /gimli|addr2line|miniz_oxide|rustc_demangle|backtrace|libunwind|_Unwind_|object::read|__rust_begin_short_backtrace|std::sys::backtrace/) c = "std: backtrace printer and unwinder"
+    else if (n ~ /rsverbs::|rsverbs_|ibv_/) c = "rsverbs"
+    else if (n ~ /core::fmt|fmt::/) c = "core::fmt (formatting)"
+    else if (n ~ /std::|core::|alloc::|hashbrown|<&|<\[/) c = "the rest of std, core and alloc"
+    else c = "no Rust path (libc glue, unnamed)"
+    tot[c] += sz; all += sz }
+  END { for (c in tot) printf "%s\t%d\t%.0f\n", c, tot[c], 100 * tot[c] / all; printf "all sized symbols\t%d\t100\n", all }
+' "$tmp/syms" > "$tmp/owners"
+echo "| code and data by owner (symbol sizes) | bytes | share |"
+echo "|---|---:|---:|"
+grep -v '^all sized' "$tmp/owners" | sort -t$'\t' -k2 -nr | awk -F'\t' '{ printf "| %s | %d | %d%% |\n", $1, $2, $3 }'
+awk -F'\t' '/^all sized/ { printf "| all sized symbols | %d | 100%% |\n", $2 }' "$tmp/owners"
