@@ -12,6 +12,12 @@
 #   testbed/apt.sh mirror          print the mirror URI and the security one
 #   testbed/apt.sh kernel SUITE    print the kernel packages for SUITE
 set -euo pipefail
+# The architecture facts (ARCH_DEB), for every file that sources this one:
+# testbed/siw.sh runs as a process of its own and has none of vm.sh's.
+if [[ -z ${ARCH_DEB:-} ]]; then
+	# shellcheck source=testbed/arch.sh
+	. "$(dirname "${BASH_SOURCE[0]}")/arch.sh"
+fi
 
 APT_SUITES=(bullseye bookworm bookworm-backports trixie sid)
 # Suites that have a -security suite on the security mirror.
@@ -240,8 +246,6 @@ apt_kernel_pkgs() {
 }
 
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
-	# shellcheck source=testbed/arch.sh
-	. "$(dirname "${BASH_SOURCE[0]}")/arch.sh"
 	CACHE=$(realpath -m "${RSVERBS_CACHE:-$HOME/.cache/rsverbs}")
 	apt_private_setup
 	case ${1:-} in
