@@ -16,9 +16,7 @@ total=$(stat -c %s "$tmp/stripped")
 
 echo "| section of the stripped file | bytes | share |"
 echo "|---|---:|---:|"
-size -A "$tmp/stripped" | awk -v t="$total" '
-  $1 ~ /^\./ && $2 > 0 && $1 != ".bss" && $1 != ".tbss" { s[$1] = $2; n++ }
-  END { for (k in s) printf "%s\t%d\n", k, s[k] }' | sort -t$'\t' -k2 -nr | head -8 |
+size -A "$tmp/stripped" | awk '$1 ~ /^\./ && $2 > 0 && $1 != ".bss" && $1 != ".tbss" { printf "%s\t%d\n", $1, $2 }' | sort -t$'\t' -k2 -nr | head -8 |
   awk -F'\t' -v t="$total" '{ printf "| `%s` | %d | %.0f%% |\n", $1, $2, 100 * $2 / t }'
 echo "| the whole file | $total | 100% |"
 echo

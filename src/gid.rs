@@ -96,6 +96,17 @@ unsafe fn entry_slow(q: &GidQuery, key: Key, first: Option<(Route, Error)>, want
 /// u16 is a `buffer_error`, answered EINVAL (errno set) with no syscall.
 const MAX_ATTR_LEN: usize = u16::MAX as usize;
 
+/// The most GID entries one QUERY_GID_TABLE answer can carry: the output
+/// attribute's length is a u16, so 2047 entries of 32 bytes.
+pub const TABLE_MAX: usize = MAX_ATTR_LEN / size_of::<ibv_gid_entry>();
+
+/// A zeroed buffer of [`TABLE_MAX`] entries: room for any device's whole
+/// table in one QUERY_GID_TABLE.
+pub fn table_buffer() -> Vec<ibv_gid_entry> {
+    let zero = ibv_gid_entry { gid: ibv_gid { raw: [0; 16] }, gid_index: 0, port_num: 0, gid_type: 0, ndev_ifindex: 0 };
+    vec![zero; TABLE_MAX]
+}
+
 /// What a GID-family command came to (cmd_fallback.c
 /// `_execute_ioctl_fallback`): the kernel's answer (or rdma-core's own
 /// EINVAL for a `buffer_error`), or TRY_WRITE: the sysfs fallback.

@@ -8,7 +8,6 @@
 use crate::abi::ibv_gid_entry;
 use crate::uverbs::{self, route, route::Key};
 use crate::view::Device;
-use core::mem::size_of;
 
 /// `enum ib_uverbs_write_cmds` (kernel include/uapi/rdma/ib_user_verbs.h).
 const CMD_QUERY_QP: u32 = 25;
@@ -78,10 +77,6 @@ pub fn port_netdev(dev: &Device, port: u32) -> Option<String> {
 }
 
 
-/// The most GID entries one QUERY_GID_TABLE answer can carry: the attribute
-/// length is a u16 (`struct ib_uverbs_attr`), 2047 entries of 32 bytes.
-const TABLE_MAX: usize = u16::MAX as usize / size_of::<ibv_gid_entry>();
-
 /// The distinct netdevs (ifindexes) of `port`'s GID entries, in table
 /// order. An InfiniBand port has none (its entries carry ifindex 0, kernel
 /// uverbs_std_types_device.c `copy_gid_entries_to_user` via
@@ -109,8 +104,7 @@ fn table_netdevs(key: Key, dev: &Device, port: u32) -> Option<Vec<u32>> {
     if route.gid_fallback() {
         return None;
     }
-    let zero = ibv_gid_entry { gid: crate::abi::ibv_gid { raw: [0; 16] }, gid_index: 0, port_num: 0, gid_type: 0, ndev_ifindex: 0 };
-    let mut entries = vec![zero; TABLE_MAX];
+    let mut entries = crate::gid::table_buffer();
     let n = crate::gid::query_gid_table(key, &mut entries).ok()?;
     let here = distinct_netdevs(&entries[..n], port)
         .into_iter()

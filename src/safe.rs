@@ -15,6 +15,7 @@
 
 use crate::abi::{ibv_context, ibv_gid, ibv_gid_entry, ibv_qp};
 use crate::capi::{rsverbs_attach_mcast, rsverbs_detach_mcast, rsverbs_query_gid_table};
+use crate::gid::{TABLE_MAX, table_buffer};
 use crate::select::Port;
 pub use crate::select::rules::{Family, Filter, NO_VLAN};
 use core::fmt;
@@ -146,8 +147,6 @@ pub struct GidEntry {
     pub ifindex: u32,
 }
 
-/// The most entries one `ibv_query_gid_table` returns (a u16 attribute).
-const TABLE_MAX: usize = u16::MAX as usize / size_of::<ibv_gid_entry>();
 
 impl<'a> Context<'a> {
     /// Borrows a `struct ibv_context *` from rdma-core (`ibv_open_device`,
@@ -163,8 +162,7 @@ impl<'a> Context<'a> {
     /// Every valid entry of every port's GID table, as
     /// `ibv_query_gid_table` gives them.
     pub fn gid_table(&self) -> io::Result<Vec<GidEntry>> {
-        // SAFETY: all-zero is a valid ibv_gid_entry (integers).
-        let mut buf = vec![unsafe { core::mem::zeroed::<ibv_gid_entry>() }; TABLE_MAX];
+        let mut buf = table_buffer();
         // SAFETY: a live context; buf holds TABLE_MAX entries of that size.
         let n = unsafe { rsverbs_query_gid_table(self.raw.as_ptr(), buf.as_mut_ptr(), TABLE_MAX, 0, size_of::<ibv_gid_entry>()) };
         let n = usize::try_from(n).map_err(|_| io::Error::from_raw_os_error(-(n as i32)))?;

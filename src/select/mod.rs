@@ -9,14 +9,11 @@ pub mod rules;
 
 use crate::abi::{IBV_GID_TYPE_ROCE_V1, IBV_GID_TYPE_ROCE_V2, IBV_LINK_LAYER_ETHERNET, ibv_context, ibv_gid_entry};
 use crate::error::{Error, Result};
-use crate::gid::{TableCall, query_gid_table_c};
+use crate::gid::{TABLE_MAX, TableCall, query_gid_table_c, table_buffer};
+use crate::port::name_here;
 use crate::sysfs::query_port;
 use crate::view::Context;
 use rules::{Filter, Gid, NO_VLAN, Slot};
-
-/// The most entries one QUERY_GID_TABLE can return: its output
-/// attribute's length is a u16 (rdma-core cmd_ioctl.c `fill_attr_out`).
-const TABLE_MAX: usize = u16::MAX as usize / size_of::<ibv_gid_entry>();
 
 /// One port of a context, checked: the kernel knows the port, and its
 /// link layer.
@@ -51,8 +48,7 @@ impl Port {
     /// device's whole table in one `_ibv_query_gid_table`, this port's
     /// entries placed at their indexes, every other index empty.
     pub fn table(&self) -> Result<Vec<Slot>> {
-        // SAFETY: all-zero is a valid ibv_gid_entry (integers).
-        let mut buf = vec![unsafe { core::mem::zeroed::<ibv_gid_entry>() }; TABLE_MAX];
+        let mut buf = table_buffer();
         let call = TableCall { ctx: self.raw, entries: buf.as_mut_ptr(), max_entries: TABLE_MAX, flags: 0, entry_size: size_of::<ibv_gid_entry>() };
         // SAFETY: ctx is live (Port::new's contract); buf holds TABLE_MAX entries.
         let n = unsafe { query_gid_table_c(&call) }?.min(TABLE_MAX);
@@ -94,14 +90,18 @@ impl Port {
     }
 
     /// The lowest index at or after `start` that passes `f`; ENOENT when
-    /// none does.
+    /// none does. /proc/net/vlan/config is read once, and only when the
+    /// filter names a VLAN.
     pub fn find(&self, f: &Filter, start: u32) -> Result<u32> {
+        let config = core::cell::OnceCell::new();
+        let vlan_of = |ifindex| vlan_of(ifindex, config.get_or_init(|| std::fs::read_to_string(VLAN_CONFIG).unwrap_or_default()));
         f.first(&self.table()?, start, &vlan_of).ok_or(Error::sys(libc::ENOENT))
     }
 }
 
-/// The entries of `port` at their indexes, up to the last one.
-fn place(entries: &[ibv_gid_entry], port: u32) -> Vec<Slot> {
+/// The entries of `port` at their indexes, up to the last one; every other
+/// index empty.
+pub fn place(entries: &[ibv_gid_entry], port: u32) -> Vec<Slot> {
     let mine = || entries.iter().filter(|e| e.port_num == port);
     let len = mine().map(|e| e.gid_index as usize + 1).max().unwrap_or(0);
     let mut slots = vec![Slot::Empty; len];
@@ -123,20 +123,17 @@ pub fn default_roce_type(dev: &str, port: u8) -> u32 {
     }
 }
 
-/// The VLAN ID of the netdev `ifindex`, or [`NO_VLAN`]: its row in
-/// /proc/net/vlan/config (kernel net/8021q/vlanproc.c `vlan_seq_show`:
-/// "NAME | VID | REAL_DEV"), read in the caller's network namespace. The
-/// file exists once the 8021q module is loaded, which every VLAN netdev needs.
-fn vlan_of(ifindex: u32) -> u16 {
-    let mut name = [0 as libc::c_char; libc::IF_NAMESIZE];
-    // SAFETY: name holds IF_NAMESIZE bytes, as if_indextoname requires.
-    if ifindex == 0 || unsafe { libc::if_indextoname(ifindex, name.as_mut_ptr()) }.is_null() {
-        return NO_VLAN;
-    }
-    // SAFETY: if_indextoname wrote a NUL-terminated name.
-    let name = unsafe { core::ffi::CStr::from_ptr(name.as_ptr()) };
-    let config = std::fs::read_to_string("/proc/net/vlan/config").unwrap_or_default();
-    vlan_in(&config, name.to_bytes()).unwrap_or(NO_VLAN)
+/// The VLAN netdevs: "NAME | VID | REAL_DEV" rows (kernel
+/// net/8021q/vlanproc.c `vlan_seq_show`), of the caller's network
+/// namespace. The file exists once the 8021q module is loaded, which every
+/// VLAN netdev needs.
+const VLAN_CONFIG: &str = "/proc/net/vlan/config";
+
+/// The VLAN ID of the netdev `ifindex` (named in this namespace), or
+/// [`NO_VLAN`]: its row in `config`, the text of [`VLAN_CONFIG`].
+fn vlan_of(ifindex: u32, config: &str) -> u16 {
+    let name = if ifindex == 0 { None } else { name_here(ifindex) };
+    name.and_then(|n| vlan_in(config, n.as_bytes())).unwrap_or(NO_VLAN)
 }
 
 /// The VID of `name` in the text of /proc/net/vlan/config.

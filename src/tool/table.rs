@@ -5,7 +5,8 @@
 
 use crate::ffi::Device;
 use rsverbs::abi::{IBV_GID_TYPE_IB, IBV_GID_TYPE_ROCE_V1, IBV_GID_TYPE_ROCE_V2, ibv_gid_entry};
-use rsverbs::gid::{GidQuery, query_gid_ex, query_gid_table};
+use rsverbs::gid::{GidQuery, query_gid_ex, query_gid_table, table_buffer};
+use rsverbs::select::place;
 use rsverbs::uverbs::route;
 
 /// An entry and a slot of the table: the library's (`rsverbs::select::rules`),
@@ -38,23 +39,14 @@ fn key(dev: &Device) -> route::Key {
     route::Key { ctx: dev.ctx as usize, fd: unsafe { (*dev.ctx).cmd_fd } }
 }
 
-/// The attribute's u16 length holds at most this many 32-byte entries.
-const TABLE_MAX: usize = u16::MAX as usize / size_of::<ibv_gid_entry>();
-
 /// One QUERY_GID_TABLE for the whole device, this port's entries placed at
-/// their indexes; None when the kernel refuses it.
+/// their indexes (the library's `select::place`), `len` slots; None when the
+/// kernel refuses it.
 fn read_table(dev: &Device, port: u8, len: u32) -> Option<Vec<Slot>> {
-    // SAFETY: all-zero is a valid ibv_gid_entry (integers).
-    let mut buf = vec![unsafe { core::mem::zeroed::<ibv_gid_entry>() }; TABLE_MAX];
+    let mut buf = table_buffer();
     let n = query_gid_table(key(dev), &mut buf).ok()?;
-    let mut slots = vec![Slot::Empty; len as usize];
-    for e in &buf[..n] {
-        if e.port_num == u32::from(port) && e.gid_index < len {
-            // SAFETY: reading the raw view of a plain byte union.
-            let raw = unsafe { e.gid.raw };
-            slots[e.gid_index as usize] = Slot::Gid(Gid { index: e.gid_index, raw, gid_type: e.gid_type, ifindex: e.ndev_ifindex });
-        }
-    }
+    let mut slots = place(&buf[..n], u32::from(port));
+    slots.resize(len as usize, Slot::Empty);
     Some(slots)
 }
 
