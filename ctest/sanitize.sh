@@ -121,8 +121,8 @@ fi
 
 # ---- 4. environment variables -------------------------------------------------
 # rsverbs may read only the two boolean switches rdma-core reads for
-# detach (RDMAV_ALLOW_DISASSOC_DESTROY, MLX4_DEVICE_FATAL_CLEANUP), through
-# std::env in src/env.rs, and its own RSVERBS_TRACE (which may name a file)
+# detach (RDMAV_ALLOW_DISASSOC_DESTROY, MLX4_DEVICE_FATAL_CLEANUP), with
+# plain getenv in src/env.rs as rdma-core does, and its own RSVERBS_TRACE (which may name a file)
 # and RSVERBS_MCAST_IPJOIN (a switch), each an env::Switch (src/env.rs, the
 # one secure_getenv call: ignored in setuid/setgid programs) declared in
 # src/trace/mod.rs and src/ipjoin/mod.rs. No other variable (SYSFS_PATH,
@@ -144,7 +144,7 @@ env_check() {
   # No other access: env::vars, environ, getenv or var_os elsewhere.
   others=$(grep -rnE 'env::vars|environ|getenv|secure_getenv|var_os' src/ |
     grep -vE '^src/[a-z_/]+\.rs:[0-9]+:\s*(//|///|//!)' |
-    grep -vE '^src/env.rs:[0-9]+:.*(var_os\("(RDMAV_ALLOW_DISASSOC_DESTROY|MLX4_DEVICE_FATAL_CLEANUP)"\)|fn secure_getenv\(|secure_getenv\(self\.name\.as_ptr\(\)\))' || true)
+    grep -vE '^src/env.rs:[0-9]+:.*(getenv\(c"(RDMAV_ALLOW_DISASSOC_DESTROY|MLX4_DEVICE_FATAL_CLEANUP)"\)|fn getenv\(name: &CStr\)|libc::getenv\(name\.as_ptr\(\)\)|fn secure_getenv\(|secure_getenv\(self\.name\.as_ptr\(\)\))' || true)
   [ -z "$others" ] || { echo "sanitize: other environment access: $others"; return 1; }
 }
 check "src/ reads no environment variable but the two detach switches, RSVERBS_TRACE and RSVERBS_MCAST_IPJOIN (secure_getenv)" env_check

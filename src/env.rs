@@ -3,11 +3,13 @@
 //! loaded release reads them (docs/rdma-core-releases.md).
 
 use crate::error::ErrnoGuard;
+use crate::os::{self, Once};
 use crate::rdma_core::release::{self, Release};
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
 use core::ffi::{CStr, c_char};
 use core::sync::atomic::{AtomicU8, Ordering::Acquire, Ordering::Release as Rel};
-use std::ffi::OsStr;
-use std::sync::OnceLock;
 
 unsafe extern "C" {
     /// glibc 2.17 `secure_getenv`: NULL in setuid/setgid (AT_SECURE) processes.
@@ -58,7 +60,7 @@ impl Switch {
         if self.state.compare_exchange(UNREAD, READING, Acquire, Acquire).is_err() {
             for _ in 0..100_000 {
                 match self.state.load(Acquire) {
-                    READING => std::thread::yield_now(),
+                    READING => os::yield_now(),
                     s => return s,
                 }
             }
@@ -88,7 +90,7 @@ impl Switch {
         }
         let msg = format!(
             "rsverbs[{}]: {}={} ignored: {why}; {off_what} off\n",
-            std::process::id(),
+            os::pid(),
             self.name.to_string_lossy(),
             String::from_utf8_lossy(value)
         );
@@ -103,12 +105,21 @@ impl Switch {
 /// (plain getenv). rdma-core reads it once at init; rsverbs once, at the
 /// first detach that meets EIO.
 pub fn allow_disassoc_destroy() -> bool {
-    static FLAG: OnceLock<bool> = OnceLock::new();
-    *FLAG.get_or_init(|| {
-        let rdmav = std::env::var_os("RDMAV_ALLOW_DISASSOC_DESTROY");
-        let mlx4 = std::env::var_os("MLX4_DEVICE_FATAL_CLEANUP");
+    static FLAG: Once<bool> = Once::new();
+    FLAG.get_or_init(|| {
+        let rdmav = getenv(c"RDMAV_ALLOW_DISASSOC_DESTROY");
+        let mlx4 = getenv(c"MLX4_DEVICE_FATAL_CLEANUP");
         disassoc_flag(release::installed(), rdmav.as_deref(), mlx4.as_deref())
     })
+}
+
+/// `getenv(3)`, copied: rdma-core reads these two with plain getenv.
+fn getenv(name: &CStr) -> Option<Vec<u8>> {
+    // SAFETY: name is NUL-terminated; the result is NULL or a
+    // NUL-terminated string in the environment, copied at once.
+    let value = unsafe { libc::getenv(name.as_ptr()) };
+    // SAFETY: as above.
+    (!value.is_null()).then(|| unsafe { CStr::from_ptr(value) }.to_bytes().to_vec())
 }
 
 /// rdma-core 40.0 (commit 5a0210036, "consistently parse environment
@@ -117,8 +128,8 @@ const CHECK_ENV: Release = Release::new(40, 0);
 
 /// The flag as `release` computes it; an unknown release reads like the
 /// newest.
-pub fn disassoc_flag(release: Option<Release>, rdmav: Option<&OsStr>, mlx4: Option<&OsStr>) -> bool {
-    let set_not_zero = |v: Option<&OsStr>| v.is_some_and(|v| v != "0");
+pub fn disassoc_flag(release: Option<Release>, rdmav: Option<&[u8]>, mlx4: Option<&[u8]>) -> bool {
+    let set_not_zero = |v: Option<&[u8]>| v.is_some_and(|v| v != b"0");
     match release {
         // v33.2 init.c:613-618: MLX4_... is "not 0"; RDMAV_... is any value,
         // "0" included, and wins.

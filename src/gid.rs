@@ -17,6 +17,8 @@ use crate::error::{Error, Result};
 use crate::sysfs::{self, Want};
 use crate::uverbs::ioctl::Cmd;
 use crate::uverbs::{after_einval, exec, ioctl, ioctl_checked, route};
+use alloc::vec;
+use alloc::vec::Vec;
 use core::ffi::c_int;
 use route::{Key, Route};
 

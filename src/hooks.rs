@@ -8,7 +8,7 @@ use crate::error::{ErrnoGuard, errno};
 use crate::gid::{GidCall, GidQuery, TableCall};
 use crate::mcast::McastCall;
 use crate::view::{Context, GidView, McastView, QueryView, TableView};
-use crate::{ipjoin, trace};
+use crate::{ipjoin, os, trace};
 use core::ffi::c_int;
 use core::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
@@ -71,13 +71,13 @@ pub unsafe fn mcast(c: McastCall, call: McastFn) -> c_int {
 /// # Safety
 /// As [`mcast`].
 unsafe fn run(c: &McastCall, call: McastFn, traced: bool, join: Option<&mut ipjoin::State>) -> c_int {
-    let t0 = if traced { trace::now_us() } else { 0 };
+    let t0 = if traced { os::monotonic_us() } else { 0 };
     // SAFETY: forwarded from our caller.
     let rc = unsafe { call(c) };
     if !traced && join.is_none() {
         return rc;
     }
-    let us = if traced { trace::now_us().wrapping_sub(t0) } else { 0 };
+    let us = if traced { os::monotonic_us().wrapping_sub(t0) } else { 0 };
     let _errno = ErrnoGuard::save();
     // SAFETY: the exports' contract: NULL or live objects (the verb has
     // just run on them and does not free them).

@@ -18,6 +18,8 @@
 //!   their fields; [`error`]: the one error type, `errno` and its guard;
 //!   [`mgid`]: multicast GIDs (v4-mapped, the kernel's multicast test,
 //!   scope); `memcheck`: valgrind client requests for what the kernel wrote;
+//!   `os`: the C library's calls where a Rust program would use `std`
+//!   (files, pid, clock, a cell written once);
 //! - [`uverbs`]: command encoding (`ioctl`, `write`), the only syscalls on
 //!   `cmd_fd` (`exec`), driver_id discovery and per-context routes (`route`);
 //! - [`rdma_core`]: what differs by rdma-core release and provider; `env`:
@@ -38,6 +40,8 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
+extern crate alloc;
+
 pub mod abi;
 pub mod capi;
 mod env;
@@ -49,6 +53,7 @@ mod lifecycle;
 pub mod mcast;
 mod memcheck;
 pub mod mgid;
+mod os;
 mod port;
 pub mod rdma_core;
 pub mod registry;

@@ -6,8 +6,15 @@
 //! caller saves and restores `errno`.
 
 use crate::abi::ibv_gid_entry;
+use crate::os;
 use crate::uverbs::{self, route, route::Key};
 use crate::view::Device;
+use alloc::borrow::ToOwned;
+use alloc::ffi::CString;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
 
 /// `enum ib_uverbs_write_cmds` (kernel include/uapi/rdma/ib_user_verbs.h).
 const CMD_QUERY_QP: u32 = 25;
@@ -46,14 +53,15 @@ pub fn qp_port(key: Key, handle: u32, dev: &Device) -> Option<u32> {
 
 /// The device's port when `ports/` lists exactly one.
 fn only_port(dev: &Device) -> Option<u32> {
-    let dir = std::fs::read_dir(format!("{}/ports", dev.sysfs())).ok()?;
-    let ports: Vec<u32> = dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect();
+    let path = CString::new(format!("{}/ports", dev.sysfs())).ok()?;
+    let mut ports: Vec<u32> = Vec::new();
+    os::Dir::open(&path).ok()?.each_name(|n| ports.extend(core::str::from_utf8(n).ok().and_then(|n| n.parse::<u32>().ok())));
     (ports.len() == 1).then(|| ports[0])
 }
 
 /// A sysfs attribute below the device, trimmed.
 fn attr(dev: &Device, rel: &str) -> Option<String> {
-    let s = std::fs::read_to_string(format!("{}/{rel}", dev.sysfs())).ok()?;
+    let s = os::read_text(format!("{}/{rel}", dev.sysfs()))?;
     let t = s.trim();
     (!t.is_empty()).then(|| t.to_owned())
 }
@@ -90,7 +98,7 @@ pub fn netdevs(key: Key, dev: &Device, port: u32) -> Vec<u32> {
     if !is_ethernet(dev, port) {
         return Vec::new();
     }
-    let Some(name) = port_netdev(dev, port).and_then(|n| std::ffi::CString::new(n).ok()) else {
+    let Some(name) = port_netdev(dev, port).and_then(|n| CString::new(n).ok()) else {
         return Vec::new();
     };
     // SAFETY: name is NUL-terminated.

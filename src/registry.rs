@@ -17,6 +17,7 @@
 //! `CAP` slots are taken, further attachments are not recorded.
 #![forbid(unsafe_code)]
 
+use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release, fence};
 
 /// Slots (64 bytes each, in .bss: untouched pages cost nothing).

@@ -15,6 +15,7 @@
 use crate::registry::QpKey;
 
 use crate::mgid::Mgid;
+use alloc::vec::Vec;
 
 struct Member {
     qp: QpKey,

@@ -32,6 +32,7 @@ use crate::mgid::Mgid;
 use crate::trace::format::Res;
 use crate::env::{FIRST_STATE, Switch};
 use crate::view::{Context, McastView};
+use alloc::vec::Vec;
 use core::cell::UnsafeCell;
 use core::ffi::c_int;
 use core::sync::atomic::{AtomicI32, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
@@ -98,7 +99,7 @@ pub fn exclusive<R>(f: impl FnOnce(&mut State) -> R) -> Option<R> {
             note_skipped();
             return None;
         }
-        std::thread::yield_now();
+        crate::os::yield_now();
     }
     // SAFETY: the lock is ours until the store below; panics abort.
     let r = f(unsafe { &mut *STATE.state.get() });

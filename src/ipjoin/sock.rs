@@ -23,6 +23,7 @@
 //! the caller's lock ([`super`]).
 
 use crate::mgid::Mgid;
+use alloc::vec::Vec;
 use core::ffi::c_int;
 
 /// One of rsverbs' sockets: its fd and the socket inode it was opened on.

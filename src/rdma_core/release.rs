@@ -15,6 +15,8 @@
 //! name carries no release (a custom install, a static libibverbs) is
 //! `None`: rsverbs then follows the newest release it knows.
 
+use crate::os::Once;
+use alloc::vec::Vec;
 #[cfg(test)]
 use core::ffi::CStr;
 
@@ -70,10 +72,11 @@ fn number(digits: &[u8]) -> Option<u32> {
 /// `errno` as it was: it runs in the middle of a verb (the first detach
 /// that meets EIO).
 pub fn installed() -> Option<Release> {
-    static FOUND: std::sync::OnceLock<Option<Release>> = std::sync::OnceLock::new();
-    *FOUND.get_or_init(|| {
+    static FOUND: Once<Option<Release>> = Once::new();
+    FOUND.get_or_init(|| {
         let _errno = crate::error::ErrnoGuard::save();
-        let maps = std::fs::read("/proc/self/maps").ok()?;
+        let mut maps = Vec::new();
+        crate::os::read_file(c"/proc/self/maps", &mut maps).ok()?;
         // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name.
         let sym = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"ibv_get_device_list".as_ptr()) } as usize;
         let path = (sym != 0).then(|| mapped_file(&maps, sym)).flatten().or_else(|| first_libibverbs(&maps))?;

@@ -13,6 +13,9 @@ use crate::gid::{TABLE_MAX, TableCall, query_gid_table_c, table_buffer};
 use crate::port::name_here;
 use crate::sysfs::query_port;
 use crate::view::Context;
+use alloc::format;
+use alloc::vec;
+use alloc::vec::Vec;
 use rules::{Filter, Gid, NO_VLAN, Slot};
 
 /// One port of a context, checked: the kernel knows the port, and its
@@ -94,7 +97,7 @@ impl Port {
     /// filter names a VLAN.
     pub fn find(&self, f: &Filter, start: u32) -> Result<u32> {
         let config = core::cell::OnceCell::new();
-        let vlan_of = |ifindex| vlan_of(ifindex, config.get_or_init(|| std::fs::read_to_string(VLAN_CONFIG).unwrap_or_default()));
+        let vlan_of = |ifindex| vlan_of(ifindex, config.get_or_init(|| crate::os::read_text(VLAN_CONFIG).unwrap_or_default()));
         f.first(&self.table()?, start, &vlan_of).ok_or(Error::sys(libc::ENOENT))
     }
 }
@@ -116,9 +119,9 @@ pub fn place(entries: &[ibv_gid_entry], port: u32) -> Vec<Slot> {
 /// configfs' answer for `dev`'s `port` (see [`Port::default_roce_type`]).
 pub fn default_roce_type(dev: &str, port: u8) -> u32 {
     let path = format!("/sys/kernel/config/rdma_cm/{dev}/ports/{port}/default_roce_mode");
-    match std::fs::read_to_string(path).as_deref().map(str::trim) {
+    match crate::os::read_text(path).as_deref().map(str::trim) {
         // cma_configfs.c `default_roce_mode_store` takes ib_cache_gid_type_str's names.
-        Ok("IB/RoCE v1") => IBV_GID_TYPE_ROCE_V1,
+        Some("IB/RoCE v1") => IBV_GID_TYPE_ROCE_V1,
         _ => IBV_GID_TYPE_ROCE_V2,
     }
 }

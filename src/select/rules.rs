@@ -6,6 +6,7 @@
 
 use crate::abi::{IBV_GID_TYPE_ROCE_V1, IBV_GID_TYPE_ROCE_V2};
 use crate::mgid::v4_mapped;
+use alloc::vec::Vec;
 
 /// A non-empty GID entry of one port.
 #[derive(Clone, Debug, PartialEq, Eq)]

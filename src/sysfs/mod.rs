@@ -17,6 +17,7 @@ pub mod table;
 
 use crate::abi::*;
 use crate::error::{Error, Result, errno, set_errno};
+use crate::os;
 use crate::uverbs::{self, route::Key, write};
 use core::ffi::{CStr, c_char};
 use parse::SysfsGidType;
@@ -79,42 +80,35 @@ fn entry_path(dev: &ibv_device, port: u32, dir: &[u8], index: u32) -> Path {
     p
 }
 
-/// rdma-core sysfs.c `ibv_read_sysfs_file`: open, one read, close; then
-/// [`parse::finish_read`]. Returns the string length or -1 (errno set by the
-/// failing call).
-fn read_file(path: &Path, buf: &mut [u8]) -> isize {
-    // SAFETY: path is NUL-terminated.
-    let fd = unsafe { libc::open(path.as_cstr().as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return -1;
+/// rdma-core sysfs.c `ibv_read_sysfs_file`: open (not retried on EINTR),
+/// one read, close; then [`parse::finish_read`]. Returns the string length
+/// or -1 (errno set by the failing call: close() of a regular sysfs file
+/// does not fail, and rdma-core ignores its result too).
+fn read_sysfs_file(path: &Path, buf: &mut [u8]) -> isize {
+    let Ok(file) = os::File::open(path.as_cstr()) else { return -1 };
+    let n = file.read(buf);
+    drop(file);
+    match n {
+        Ok(n) => parse::finish_read(buf, n),
+        Err(_) => -1,
     }
-    // SAFETY: buf is writable for buf.len() bytes; fd is ours.
-    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-    // SAFETY: fd is ours. close() of a regular sysfs file does not fail, and
-    // rdma-core ignores its result too.
-    unsafe { libc::close(fd) };
-    if n < 0 { -1 } else { parse::finish_read(buf, n as usize) }
 }
 
 /// rdma-core `query_sysfs_gid_type`, errno effects included.
 fn gid_type(dev: &ibv_device, port: u32, index: u32) -> core::result::Result<SysfsGidType, ()> {
     let mut buf = [0u8; 11];
     set_errno(0);
-    if read_file(&entry_path(dev, port, b"gid_attrs/types", index), &mut buf) <= 0 {
+    if read_sysfs_file(&entry_path(dev, port, b"gid_attrs/types", index), &mut buf) <= 0 {
         // The kernel answers EINVAL for IB ports and empty entries.
         if errno() == libc::EINVAL {
             return Ok(SysfsGidType::IbRoceV1);
         }
         let mut dir = Path::new(&dev.ibdev_path);
         dir.push(b"/ports/").num(i32::from(port as u8)).push(b"/gid_attrs/");
-        // SAFETY: dir is NUL-terminated.
-        let d = unsafe { libc::opendir(dir.as_cstr().as_ptr()) };
-        if d.is_null() {
+        if let Err(e) = os::Dir::open(dir.as_cstr()) {
             // No gid_attrs at all: an old kernel, everything is IB/RoCE v1.
-            return if errno() == libc::ENOENT { Ok(SysfsGidType::IbRoceV1) } else { Err(()) };
+            return if e.code == libc::ENOENT { Ok(SysfsGidType::IbRoceV1) } else { Err(()) };
         }
-        // SAFETY: d came from opendir.
-        unsafe { libc::closedir(d) };
         set_errno(libc::EFAULT);
         return Err(());
     }
@@ -124,7 +118,7 @@ fn gid_type(dev: &ibv_device, port: u32, index: u32) -> core::result::Result<Sys
 /// rdma-core `query_sysfs_gid_ndev_ifindex`.
 fn ndev_ifindex(dev: &ibv_device, port: u32, index: u32, out: &mut u32) -> Result<()> {
     let mut buf = [0u8; libc::IF_NAMESIZE];
-    if read_file(&entry_path(dev, port, b"gid_attrs/ndevs", index), &mut buf) <= 0 {
+    if read_sysfs_file(&entry_path(dev, port, b"gid_attrs/ndevs", index), &mut buf) <= 0 {
         *out = 0;
         return Ok(());
     }
@@ -229,7 +223,7 @@ fn fill(dev: &ibv_device, key: Key, port: u32, index: u32, e: &mut ibv_gid_entry
     e.gid_index = index;
     e.port_num = port;
     let mut text = [0u8; 41];
-    if read_file(&entry_path(dev, port, b"gids", index), &mut text) < 0 {
+    if read_sysfs_file(&entry_path(dev, port, b"gids", index), &mut text) < 0 {
         return Err(Error::quiet(libc::EINVAL));
     }
     // SAFETY: writing the raw view of a plain byte union.

@@ -9,6 +9,8 @@
 pub use crate::port::{gid_netdev, is_ethernet, port_netdev, qp_port};
 use crate::uverbs::write::{CMD_QUERY_DEVICE, QueryDeviceReq, QueryDeviceResp};
 use crate::uverbs::{self, route::Key};
+use alloc::format;
+use alloc::string::String;
 
 /// The device's (`max_mcast_grp`, `max_mcast_qp_attach`,
 /// `max_total_mcast_qp_attach`), from QUERY_DEVICE.
@@ -31,8 +33,8 @@ pub fn mcast_limits(key: Key) -> Option<(u32, u32, u32)> {
 /// device, the address as 32 hex digits). None when neither can be read.
 pub fn ip_joined(netdev: &str, mgid: &[u8; 16]) -> Option<bool> {
     match crate::mgid::v4_mapped(mgid) {
-        Some(v4) => Some(igmp_has(&std::fs::read_to_string("/proc/net/igmp").ok()?, netdev, v4.octets())),
-        None => Some(igmp6_has(&std::fs::read_to_string("/proc/net/igmp6").ok()?, netdev, mgid)),
+        Some(v4) => Some(igmp_has(&crate::os::read_text("/proc/net/igmp")?, netdev, v4.octets())),
+        None => Some(igmp6_has(&crate::os::read_text("/proc/net/igmp6")?, netdev, mgid)),
     }
 }
 

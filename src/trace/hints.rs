@@ -10,6 +10,8 @@ use crate::mgid::Mgid;
 use crate::registry;
 use crate::uverbs::route::Key;
 use crate::view::{Device, QpKey};
+use alloc::vec;
+use alloc::vec::Vec;
 use core::fmt::Write;
 use core::net::Ipv6Addr;
 

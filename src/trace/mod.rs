@@ -19,6 +19,7 @@ mod sink;
 use crate::abi::{gid_type, qp_type};
 use crate::env::{FIRST_STATE, Switch};
 use crate::error::ErrnoGuard;
+use crate::os;
 use crate::registry::{self, Attachment};
 use crate::uverbs::route;
 use crate::view::{GidView, McastView, QpKey, QueryView, TableView};
@@ -51,7 +52,7 @@ pub fn note(args: core::fmt::Arguments<'_>) {
     if !registry_on() {
         return;
     }
-    let pid = std::process::id();
+    let pid = os::pid();
     collapse::flush(pid);
     let mut l = Line::new(pid);
     let _ = l.write_fmt(args);
@@ -62,7 +63,7 @@ pub fn note(args: core::fmt::Arguments<'_>) {
 /// join of `mgid` on `netdev` failed with `e`.
 pub fn ip_join_failed(netdev: &str, mgid: &crate::mgid::Mgid, e: c_int) {
     if mode() == HINTS {
-        hints::ip_join_failed(std::process::id(), netdev, mgid, e);
+        hints::ip_join_failed(os::pid(), netdev, mgid, e);
     }
 }
 
@@ -110,19 +111,11 @@ pub fn at_unload() {
         return;
     }
     let _errno = ErrnoGuard::save();
-    let pid = std::process::id();
+    let pid = os::pid();
     collapse::flush(pid);
     if m == Some(HINTS) {
         hints::at_exit(pid);
     }
-}
-
-/// Microseconds since an arbitrary start (CLOCK_MONOTONIC), for a call's
-/// `us=` field.
-pub fn now_us() -> u64 {
-    use std::sync::OnceLock;
-    static START: OnceLock<std::time::Instant> = OnceLock::new();
-    START.get_or_init(std::time::Instant::now).elapsed().as_micros() as u64
 }
 
 /// The line, the registry and the hints of one traced attach or detach
@@ -135,7 +128,7 @@ pub fn after_mcast(v: &McastView, rc: c_int, us: u64, ipjoin: bool) {
         return;
     }
     let attach = v.attach;
-    let pid = std::process::id();
+    let pid = os::pid();
     collapse::flush(pid);
     let mut l = Line::new(pid);
     let _ = l.write_str(if attach { "ibv_attach_mcast " } else { "ibv_detach_mcast " });
@@ -218,7 +211,7 @@ pub fn after_query(q: &QueryView, rc: c_int) {
         return;
     }
     let QueryView { ctx, port, index, flags, entry_size, entry } = *q;
-    let pid = std::process::id();
+    let pid = os::pid();
     let dev = ctx.and_then(|c| c.dev);
     let name = dev.as_ref().map_or("?", |d| d.name());
     match ctx {
@@ -270,7 +263,7 @@ pub fn after_gid(v: &GidView, rc: c_int) {
     if mode() == OFF {
         return;
     }
-    let pid = std::process::id();
+    let pid = os::pid();
     let dev = v.ctx.and_then(|c| c.dev);
     let name = dev.as_ref().map_or("?", |d| d.name());
     let empty = v.gid == Some([0; 16]);
@@ -316,7 +309,7 @@ pub fn after_gid_table(v: &TableView, rc: isize) {
     if mode() == OFF {
         return;
     }
-    let pid = std::process::id();
+    let pid = os::pid();
     collapse::flush(pid);
     let mut l = Line::new(pid);
     match v.ctx {

@@ -16,16 +16,16 @@
 //! world-writable and the process is root; there the first open also needs
 //! the file to be the process's own (docs/security.md).
 
+use crate::os::Once;
+use alloc::ffi::CString;
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
-use std::ffi::CString;
-use std::sync::OnceLock;
 
 /// One destination for lines.
 pub struct Sink {
     /// The fd lines go to; -1 when there is none.
     fd: AtomicI32,
     /// For a file: its path, and the (st_dev, st_ino) the fd was opened on.
-    path: OnceLock<CString>,
+    path: Once<CString>,
     dev: AtomicU64,
     ino: AtomicU64,
     to_file: AtomicBool,
@@ -56,7 +56,7 @@ impl Sink {
     pub const fn new() -> Self {
         Sink {
             fd: AtomicI32::new(-1),
-            path: OnceLock::new(),
+            path: Once::new(),
             dev: AtomicU64::new(0),
             ino: AtomicU64::new(0),
             to_file: AtomicBool::new(false),

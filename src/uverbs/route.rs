@@ -38,6 +38,7 @@ use super::exec;
 use super::ioctl;
 use super::table;
 use crate::error::{ErrnoGuard, Error, Result, set_errno};
+use alloc::format;
 use core::ffi::c_int;
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 
