@@ -67,7 +67,8 @@ ZIG_DIR     := $(RSVERBS_CACHE)/zig-$(ZIG_VERSION)
 ZIG         := $(ZIG_DIR)/ziglang/zig
 # CARGO_TARGET and CARGO_FEATURES build a variant elsewhere (make bench's
 # untraced library); the product is target/lib with the symver feature
-# alone (Cargo.toml, docs/building.md), apart from cargo test's target/.
+# alone, without the default std (no_std: Cargo.toml, docs/building.md),
+# apart from cargo test's target/.
 CARGO_TARGET ?= target/lib
 CARGO_FEATURES ?=
 # ARCH builds librsverbs.so.1 for another architecture (docs/architectures.md):
@@ -86,21 +87,24 @@ CARGO_ARCH  := --target $(RUST_TARGET)
 GNU_CC      := $(ARCH)-linux-gnu-gcc
 endif
 LINK_FLAGS  := -shared -Wl,-soname,$(SONAME) -Wl,--version-script=src/rsverbs.map \
-               -Wl,--gc-sections -Wl,--as-needed -Wl,-z,relro,-z,now \
+               -Wl,--gc-sections -Wl,--as-needed -Wl,-z,relro,-z,now -Wl,-z,defs \
                -Wl,--whole-archive $(STATICLIB) -Wl,--no-whole-archive
-# What rustc's --print native-static-libs lists; zig brings its own unwinder.
-NATIVE_LIBS := -lutil -lrt -lpthread -lm -ldl -lc
+# What the library calls: the C library, and libdl for dladdr and dlsym
+# (in libc itself only from glibc 2.34). Built without std, it needs no
+# unwinder (src/runtime.rs) and nothing else (rustc's --print
+# native-static-libs lists nothing).
+NATIVE_LIBS := -ldl -lc
 # zig knows powerpc64le's glibc from 2.19 on, so that is the floor there
 # (docs/architectures.md); 2.17 everywhere else.
 ZIG_GLIBC   := $(if $(filter powerpc64le,$(ARCH)),2.19,$(GLIBC_FLOOR))
 ifeq ($(LINKER),zig)
 LINK_CC     := env ZIG_GLOBAL_CACHE_DIR=$(RSVERBS_CACHE)/zig-cache ZIG_LOCAL_CACHE_DIR=$(RSVERBS_CACHE)/zig-cache \
                $(ZIG) cc -target $(ARCH)-linux-gnu.$(ZIG_GLIBC)
-LINK_LIBS   := -lunwind $(NATIVE_LIBS)
+LINK_LIBS   := $(NATIVE_LIBS)
 LINK_DEPS   := $(ZIG)
 else ifeq ($(LINKER),gnu)
 LINK_CC     := $(GNU_CC) -fuse-ld=bfd
-LINK_LIBS   := -lgcc_s $(NATIVE_LIBS)
+LINK_LIBS   := $(NATIVE_LIBS)
 LINK_DEPS   :=
 else
 $(error LINKER must be zig or gnu, not '$(LINKER)')
@@ -116,7 +120,7 @@ lib: $(LIB)
 # The library's sources: everything in src/ but the command's package.
 LIB_SRCS    := $(shell find src -path src/tool -prune -o -type f -print)
 $(STATICLIB): $(LIB_SRCS) Cargo.toml Cargo.lock
-	$(CARGO) build --release --locked --lib --target-dir $(CARGO_TARGET) $(CARGO_ARCH) --features symver $(CARGO_FEATURES)
+	$(CARGO) build --release --locked --lib --target-dir $(CARGO_TARGET) $(CARGO_ARCH) --no-default-features --features symver $(CARGO_FEATURES)
 
 # The command (src/tool, docs/tool.md): its own package and target
 # directory, so that its build (the crate as an rlib, without symver)

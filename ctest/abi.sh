@@ -48,6 +48,12 @@ newest=$(objdump -T "$zig_lib" | grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//'
 check "the zig link imports no glibc symbol version above $floor (newest: GLIBC_$newest)" \
   sh -c '[ -n "$1" ] && [ "$(printf "%s\n" "$1" "$2" | sort -V | tail -1)" = "$2" ]' _ "$newest" "$floor"
 check "SONAME is librsverbs.so.1" sh -c "readelf -d $LIB | grep -q 'Library soname: \[librsverbs.so.1\]'"
+# Built without std (docs/building.md): none of std's code, nor the
+# unwinder its panic hook needed, in either link.
+for l in "$LIB" "$twin/librsverbs.so.1"; do
+  check "$(basename "$(dirname "$l")")/librsverbs.so.1 has no std code and no unwinder (no_std)" \
+    sh -c '[ -f "$1" ] && ! nm -C "$1" | grep -Eq " std::|_Unwind_RaiseException|gimli::"' _ "$l"
+done
 check "pkg-config puts -lrsverbs before -libverbs" sh -c "pkg-config --libs rsverbs | grep -Eq -- '-lrsverbs .*-libverbs'"
 
 # Relinked: an unmodified rdma-core program built with pkg-config.

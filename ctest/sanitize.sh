@@ -15,7 +15,7 @@
 #      undocumented_unsafe_blocks, which src/lib.rs denies);
 #   2. clippy on the library code with warnings denied, src/lib.rs denying
 #      unwrap/expect/panic outside tests (the code reachable from the C
-#      boundary);
+#      boundary), with std and as the C library builds it (no_std);
 #   3. the Rust test binaries (unit tests, tests/*.rs and fuzz/fuzz_parsers.rs,
 #      the fuzz corpus replay) run clean under valgrind memcheck.
 #   4. no path-taking environment variable is read by src/.
@@ -83,6 +83,10 @@ clippy_lib() {
 }
 if cargo clippy --version >/dev/null 2>&1; then
   check "clippy: no unwrap/expect/panic/undocumented unsafe in library code" clippy_lib
+  # The C library's own build: no_std, with src/runtime.rs (docs/building.md).
+  check "clippy: the C library's build (no_std: --no-default-features --features symver) lints clean" \
+    cargo clippy --release --locked --lib --quiet --no-default-features --features symver -- -D warnings \
+    -D clippy::undocumented_unsafe_blocks -D clippy::missing_safety_doc
   check "clippy: tests and benches lint clean (undocumented unsafe denied)" \
     cargo clippy --release --locked --all-targets --quiet -- -D warnings -D clippy::undocumented_unsafe_blocks
   check "clippy: the rsverbs command (src/tool) and its tests lint clean" \

@@ -36,7 +36,11 @@
 //!   the features;
 //! - `lifecycle`: load, fork and unload (the one constructor, destructor
 //!   and atfork handler); [`capi`]: the exports, pointer checks, symbol
-//!   versions; [`safe`]: the safe Rust API over them (docs/rust.md).
+//!   versions; [`safe`]: the safe Rust API over them (docs/rust.md), with
+//!   the feature `std` (on by default);
+//! - `runtime`: without `std` (the C library's build, docs/building.md),
+//!   the panic handler (abort) and the allocator (malloc).
+#![cfg_attr(not(any(test, feature = "std")), no_std)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
@@ -57,6 +61,9 @@ mod os;
 mod port;
 pub mod rdma_core;
 pub mod registry;
+#[cfg(not(any(test, feature = "std")))]
+mod runtime;
+#[cfg(feature = "std")]
 pub mod safe;
 pub mod select;
 pub mod sysfs;

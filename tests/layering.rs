@@ -19,7 +19,7 @@ const LAYERS: &[&[&str]] = &[
     &["registry", "trace", "ipjoin"],        // the opt-in features
     &["hooks"],                              // the exports' one check and dispatch
     &["lifecycle", "capi"],                  // load/fork/unload, the C boundary
-    &["safe"],                               // the safe Rust API over the C boundary
+    &["safe", "runtime"],                    // the safe Rust API; without std, panic and malloc
 ];
 
 fn src() -> PathBuf {

@@ -1,0 +1,149 @@
+//! What `std` would bring to librsverbs.so.1, which is built without it
+//! (`--no-default-features`, docs/building.md): the panic handler and the
+//! allocator. Compiled only then: `cargo test` and the crate as a Rust
+//! dependency (feature `std`) have std's.
+//!
+//! std's panic handler runs its default hook, whose backtrace printer
+//! (gimli, addr2line, miniz_oxide, the unwinder) stays linked even with
+//! `panic = "abort"`: over half of the file. Here a panic writes one line
+//! to stderr and aborts: no unwinding, nothing crosses the C boundary.
+//! The library is not meant to panic at all (src/lib.rs denies unwrap,
+//! expect and panic outside tests); this is the last resort.
+
+use crate::os;
+use crate::trace::format::Line;
+use core::alloc::{GlobalAlloc, Layout};
+use core::fmt::Write;
+use core::sync::atomic::{AtomicBool, Ordering::Relaxed};
+
+/// Set by the first panic: a panic while formatting its line aborts at once.
+static PANICKED: AtomicBool = AtomicBool::new(false);
+
+/// `rsverbs[PID]: panicked at FILE:LINE:COL:` and the message, one
+/// `write()` to stderr (no allocation), then `abort(3)`, as std's
+/// `panic = "abort"` does after its hook (SIGABRT, a core dump where
+/// enabled).
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
+    if !PANICKED.swap(true, Relaxed) {
+        let mut l = Line::new(os::pid());
+        let _ = write!(l, "{info}");
+        let line = l.finish();
+        // SAFETY: a plain write of a valid buffer to stderr.
+        let _ = unsafe { libc::write(libc::STDERR_FILENO, line.as_ptr().cast(), line.len()) };
+    }
+    // SAFETY: abort(3) may be called from anywhere; it does not return.
+    unsafe { libc::abort() }
+}
+
+/// The C library's allocator, as std's `System` allocator uses it on Unix
+/// (library/std/src/sys/alloc/unix.rs): `malloc`, `calloc` and `realloc`
+/// when their alignment is enough, `posix_memalign` when it is not.
+struct Malloc;
+
+#[global_allocator]
+static ALLOCATOR: Malloc = Malloc;
+
+/// glibc malloc's alignment, `MALLOC_ALIGNMENT`
+/// (sysdeps/generic/malloc-alignment.h: `2 * SIZE_SZ`, or long double's
+/// alignment where larger): 16 on every 64-bit target rsverbs builds for,
+/// std's `MIN_ALIGN` for them too.
+const MIN_ALIGN: usize = 2 * size_of::<usize>();
+
+/// Whether plain malloc's alignment serves `align` for `size` bytes (std:
+/// `align <= MIN_ALIGN && align <= size`).
+fn malloc_aligns(align: usize, size: usize) -> bool {
+    align <= MIN_ALIGN && align <= size
+}
+
+/// `posix_memalign`, whose alignment must be a power of two multiple of
+/// `sizeof(void *)`; NULL when it fails.
+fn aligned(layout: Layout) -> *mut u8 {
+    let mut out = core::ptr::null_mut();
+    let align = layout.align().max(size_of::<usize>());
+    // SAFETY: out is a valid out-pointer; align is a power of two (Layout)
+    // and a multiple of sizeof(void *).
+    match unsafe { libc::posix_memalign(&mut out, align, layout.size()) } {
+        0 => out.cast(),
+        _ => core::ptr::null_mut(),
+    }
+}
+
+// SAFETY: every block comes from malloc, calloc, realloc or posix_memalign
+// with at least the layout's size and alignment, and goes back to free;
+// the C library's allocator is thread-safe.
+unsafe impl GlobalAlloc for Malloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if malloc_aligns(layout.align(), layout.size()) {
+            // SAFETY: a plain malloc of the layout's (non-zero) size.
+            unsafe { libc::malloc(layout.size()) }.cast()
+        } else {
+            aligned(layout)
+        }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if malloc_aligns(layout.align(), layout.size()) {
+            // SAFETY: a plain calloc of the layout's (non-zero) size.
+            unsafe { libc::calloc(layout.size(), 1) }.cast()
+        } else {
+            let p = aligned(layout);
+            if !p.is_null() {
+                // SAFETY: p is writable for the layout's size.
+                unsafe { core::ptr::write_bytes(p, 0, layout.size()) };
+            }
+            p
+        }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, _layout: Layout) {
+        // SAFETY: ptr came from this allocator (GlobalAlloc's contract).
+        unsafe { libc::free(ptr.cast()) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if malloc_aligns(layout.align(), new_size) {
+            // SAFETY: ptr came from this allocator; realloc keeps malloc's
+            // alignment, which serves the layout's.
+            return unsafe { libc::realloc(ptr.cast(), new_size) }.cast();
+        }
+        // An alignment realloc cannot keep: a new block, the bytes, free.
+        // SAFETY: GlobalAlloc's contract: new_size rounded up to the
+        // alignment does not overflow.
+        let new = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
+        // SAFETY: new has a non-zero size (GlobalAlloc's contract).
+        let p = unsafe { self.alloc(new) };
+        if !p.is_null() {
+            // SAFETY: both blocks hold at least the smaller size, and are
+            // distinct; ptr is freed once, here.
+            unsafe {
+                core::ptr::copy_nonoverlapping(ptr, p, layout.size().min(new_size));
+                self.dealloc(ptr, layout);
+            }
+        }
+        p
+    }
+}
+
+/// The personality routine and the resume call that the landing pads of
+/// core's and alloc's precompiled code name: the toolchain ships them built
+/// with `panic = "unwind"`, and only std defines the two (std's
+/// library/std/src/sys/personality/gcc.rs `rust_eh_personality`; the
+/// unwinder's `_Unwind_Resume`). Nothing unwinds through those frames here:
+/// a panic aborts (above), and none of them calls anything that throws or
+/// is a cancellation point (the syscalls are in rsverbs' own code, built
+/// with `panic = "abort"`, which has no landing pads). So each is a stub
+/// that aborts, and the unwinder (zig's libunwind, libgcc_s) is not linked
+/// at all. Both stay local to the file (src/rsverbs.map: `local: *`).
+#[unsafe(no_mangle)]
+extern "C" fn rust_eh_personality() -> ! {
+    // SAFETY: abort(3) may be called from anywhere; it does not return.
+    unsafe { libc::abort() }
+}
+
+/// See [`rust_eh_personality`].
+#[unsafe(no_mangle)]
+extern "C" fn _Unwind_Resume() -> ! {
+    // SAFETY: abort(3) may be called from anywhere; it does not return.
+    unsafe { libc::abort() }
+}
