@@ -19,7 +19,7 @@ use core::sync::atomic::{AtomicBool, Ordering::Relaxed};
 /// Set by the first panic: a panic while formatting its line aborts at once.
 static PANICKED: AtomicBool = AtomicBool::new(false);
 
-/// `rsverbs[PID]: panicked at FILE:LINE:COL:` and the message, one
+/// `rsverbs[PID]: panicked at FILE:LINE:COL: MESSAGE`, one line in one
 /// `write()` to stderr (no allocation), then `abort(3)`, as std's
 /// `panic = "abort"` does after its hook (SIGABRT, a core dump where
 /// enabled).
@@ -27,7 +27,10 @@ static PANICKED: AtomicBool = AtomicBool::new(false);
 fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
     if !PANICKED.swap(true, Relaxed) {
         let mut l = Line::new(os::pid());
-        let _ = write!(l, "{info}");
+        let _ = match info.location() {
+            Some(at) => write!(l, "panicked at {at}: {}", info.message()),
+            None => write!(l, "panicked: {}", info.message()),
+        };
         let line = l.finish();
         // SAFETY: a plain write of a valid buffer to stderr.
         let _ = unsafe { libc::write(libc::STDERR_FILENO, line.as_ptr().cast(), line.len()) };
