@@ -7,6 +7,7 @@
 #   make demo       boot the Soft-RoCE test bed and show C programs on rsverbs
 #   make install    PREFIX, BINDIR, LIBDIR, INCLUDEDIR, PKGCONFIGDIR, MANDIR and DESTDIR honoured
 #   make deb        Debian packages (debian/) into build/deb/
+#   make ARCH=arm64 the same for another architecture (arm64, ppc64el, s390x), into build-arm64/
 
 VERSION     := 0.1.0
 SOVERSION   := 1
@@ -23,14 +24,36 @@ MANDIR      ?= $(PREFIX)/share/man
 # the -dbgsym package).
 INSTALL_STRIP ?= yes
 DEBUGDIR    ?= $(LIBDIR)/.debug
-OBJCOPY     ?= objcopy
 DESTDIR     ?=
 
 CARGO       ?= cargo
 CC          ?= cc
 CXX         ?= c++
 CBINDGEN_VERSION := 0.29.2
+# ARCH builds for another architecture (docs/architectures.md): Debian's
+# name (amd64, arm64, ppc64el, s390x) or the toolchain's, which Rust's and
+# zig's targets share (x86_64, aarch64, powerpc64le, s390x). The host's
+# build goes to build/, another architecture's to build-ARCH/ by Debian's
+# name: make ARCH=arm64 (or ARCH=aarch64) writes build-arm64/librsverbs.so.1.
+# testbed/arch.sh (ARCH_BUILD) names the same directories.
+HOST_ARCH   := $(shell uname -m)
+ARCH        ?= $(HOST_ARCH)
+ARCH_NAMES  := amd64:x86_64 arm64:aarch64 ppc64el:powerpc64le s390x:s390x
+ARCH_PAIR   := $(subst :, ,$(firstword $(foreach p,$(ARCH_NAMES),$(if $(filter $(ARCH),$(subst :, ,$(p))),$(p)))))
+ifeq ($(ARCH_PAIR),)
+ifneq ($(ARCH),$(HOST_ARCH))
+$(error ARCH must be one of amd64 arm64 ppc64el s390x (or x86_64 aarch64 powerpc64le), not '$(ARCH)')
+endif
+# Another host builds for itself, as before there was an ARCH.
+ARCH_PAIR   := $(shell dpkg --print-architecture 2>/dev/null || echo $(HOST_ARCH)) $(HOST_ARCH)
+endif
+ARCH_DEB    := $(word 1,$(ARCH_PAIR))
+ARCH_RUST   := $(word 2,$(ARCH_PAIR))
+ifeq ($(ARCH_RUST),$(HOST_ARCH))
 BUILD       ?= $(CURDIR)/build
+else
+BUILD       ?= $(CURDIR)/build-$(ARCH_DEB)
+endif
 SONAME      := librsverbs.so.$(SOVERSION)
 REALNAME    := librsverbs.so.$(SOVERSION).0.0
 LIB         := $(BUILD)/$(SONAME)
@@ -70,21 +93,34 @@ ZIG         := $(ZIG_DIR)/ziglang/zig
 # alone (Cargo.toml, docs/building.md), apart from cargo test's target/.
 CARGO_TARGET ?= target/lib
 CARGO_FEATURES ?=
-# ARCH builds librsverbs.so.1 for another architecture (docs/architectures.md):
-# x86_64, aarch64, powerpc64le or s390x, the name Rust's and zig's targets
-# share. make lib ARCH=s390x BUILD=$(CURDIR)/build/s390x, for example.
-HOST_ARCH   := $(shell uname -m)
-ARCH        ?= $(HOST_ARCH)
-ifeq ($(ARCH),$(HOST_ARCH))
+# Another architecture (ARCH, above): cargo --target, and Debian's cross
+# tools (tools/deps.sh --cross ARCH) for the GNU link and objcopy. The
+# command and the example link libibverbs of ARCH: the cross gcc's own when
+# libibverbs-dev:ARCH is installed (multiarch), else the one that
+# tools/cross-sysroot.sh unpacks from Debian's packages of ARCH
+# (RSVERBS_CROSS_SYSROOT names it; made in the cache when unset).
+ifeq ($(ARCH_RUST),$(HOST_ARCH))
 STATICLIB   := $(CARGO_TARGET)/release/librsverbs.a
 CARGO_ARCH  :=
 GNU_CC      := $(CC)
+TOOL_BIN    := target/tool/release/rsverbs
+EXAMPLE_BIN := target/release/examples/attach
+CARGO_LINK  := $(CARGO)
 else
-RUST_TARGET := $(ARCH)-unknown-linux-gnu
+RUST_TARGET := $(ARCH_RUST)-unknown-linux-gnu
 STATICLIB   := $(CARGO_TARGET)/$(RUST_TARGET)/release/librsverbs.a
 CARGO_ARCH  := --target $(RUST_TARGET)
-GNU_CC      := $(ARCH)-linux-gnu-gcc
+GNU_CC      := $(ARCH_RUST)-linux-gnu-gcc
+OBJCOPY     ?= $(ARCH_RUST)-linux-gnu-objcopy
+TOOL_BIN    := target/tool/$(RUST_TARGET)/release/rsverbs
+EXAMPLE_BIN := target/$(RUST_TARGET)/release/examples/attach
+CARGO_ENV   := CARGO_TARGET_$(shell echo $(RUST_TARGET) | tr a-z- A-Z_)
+RSVERBS_CROSS_SYSROOT ?=
+# One shell line: the sysroot's flags, then cargo with them.
+CARGO_LINK  := flags=$$(tools/cross-sysroot.sh --rustflags $(ARCH_DEB) $(RSVERBS_CROSS_SYSROOT)) && \
+               env $(CARGO_ENV)_LINKER=$(GNU_CC) $(CARGO_ENV)_RUSTFLAGS="$$flags" $(CARGO)
 endif
+OBJCOPY     ?= objcopy
 LINK_FLAGS  := -shared -Wl,-soname,$(SONAME) -Wl,--version-script=src/rsverbs.map \
                -Wl,--gc-sections -Wl,--as-needed -Wl,-z,relro,-z,now \
                -Wl,--whole-archive $(STATICLIB) -Wl,--no-whole-archive
@@ -92,10 +128,10 @@ LINK_FLAGS  := -shared -Wl,-soname,$(SONAME) -Wl,--version-script=src/rsverbs.ma
 NATIVE_LIBS := -lutil -lrt -lpthread -lm -ldl -lc
 # zig knows powerpc64le's glibc from 2.19 on, so that is the floor there
 # (docs/architectures.md); 2.17 everywhere else.
-ZIG_GLIBC   := $(if $(filter powerpc64le,$(ARCH)),2.19,$(GLIBC_FLOOR))
+ZIG_GLIBC   := $(if $(filter powerpc64le,$(ARCH_RUST)),2.19,$(GLIBC_FLOOR))
 ifeq ($(LINKER),zig)
 LINK_CC     := env ZIG_GLOBAL_CACHE_DIR=$(RSVERBS_CACHE)/zig-cache ZIG_LOCAL_CACHE_DIR=$(RSVERBS_CACHE)/zig-cache \
-               $(ZIG) cc -target $(ARCH)-linux-gnu.$(ZIG_GLIBC)
+               $(ZIG) cc -target $(ARCH_RUST)-linux-gnu.$(ZIG_GLIBC)
 LINK_LIBS   := -lunwind $(NATIVE_LIBS)
 LINK_DEPS   := $(ZIG)
 else ifeq ($(LINKER),gnu)
@@ -122,11 +158,10 @@ $(STATICLIB): $(LIB_SRCS) Cargo.toml Cargo.lock
 # directory, so that its build (the crate as an rlib, without symver)
 # never replaces the staticlib above. Links libibverbs (libibverbs-dev).
 TOOL        := $(BUILD)/rsverbs
-TOOL_BIN    := target/tool/release/rsverbs
 tool: $(TOOL)
 
 $(TOOL_BIN): $(LIB_SRCS) $(wildcard src/tool/*) Cargo.toml
-	$(CARGO) build --release --locked --manifest-path src/tool/Cargo.toml --target-dir target/tool
+	$(CARGO_LINK) build --release --locked --manifest-path src/tool/Cargo.toml --target-dir target/tool $(CARGO_ARCH)
 
 # The safe Rust API's example (examples/attach.rs, docs/rust.md): the crate
 # as an rlib in cargo's own target/, linked with libibverbs; ctest/vm/rust.sh
@@ -135,9 +170,9 @@ EXAMPLE     := $(BUILD)/examples/attach
 example: $(EXAMPLE)
 
 $(EXAMPLE): $(LIB_SRCS) examples/attach.rs Cargo.toml Cargo.lock
-	$(CARGO) build --release --locked --example attach
+	$(CARGO_LINK) build --release --locked --example attach $(CARGO_ARCH)
 	mkdir -p $(BUILD)/examples
-	cp target/release/examples/attach $@.tmp
+	cp $(EXAMPLE_BIN) $@.tmp
 	mv $@.tmp $@
 
 $(TOOL): $(TOOL_BIN)
@@ -324,4 +359,4 @@ check-install:
 
 clean:
 	$(CARGO) clean
-	rm -rf $(BUILD) ctest/out
+	rm -rf $(sort $(BUILD) $(CURDIR)/build $(wildcard $(CURDIR)/build-*)) ctest/out

@@ -10,13 +10,13 @@
 # build/ (the same file for every userland).  With RSVERBS_ARCH=arm64|ppc64el|s390x
 # (testbed/arch.sh) they are compiled in that architecture's userland (its
 # gcc under qemu-user-static) into ctest/out/USERLAND-ARCH/bin, against
-# build/ARCH/librsverbs.so.1 (make lib ARCH=...).
+# build-ARCH/librsverbs.so.1 (make lib ARCH=...; build-arm64, for example).
 # shellcheck disable=SC2012 # ls -t: our own file names
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=testbed/arch.sh
 . testbed/arch.sh
-# Another architecture's library is always build/ARCH: RSVERBS_BUILD, which
+# Another architecture's library is always build-ARCH: RSVERBS_BUILD, which
 # the Makefile exports, names the host's.
 if [ "$ARCH_FOREIGN" = 1 ]; then B=$PWD/$ARCH_BUILD; else B=${RSVERBS_BUILD:-$PWD/build}; fi
 U=${RSVERBS_USERLAND:-bookworm}

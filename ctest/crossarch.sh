@@ -2,17 +2,20 @@
 # The other architectures, on this host (docs/architectures.md):
 #   - the library's unit tests on s390x, big-endian with an unsigned char,
 #     under qemu-user-static: every encoder and parser on a big-endian target;
-#   - librsverbs.so.1 cross-built for aarch64, powerpc64le and s390x
-#     (make lib ARCH=...): the same exports and version nodes as this host's,
-#     nothing imported above the glibc floor, the right ELF machine and order;
+#   - librsverbs.so.1 cross-built for arm64, ppc64el and s390x (make lib
+#     ARCH=arm64, into build-arm64/): the same exports and version nodes as
+#     this host's, nothing imported above the glibc floor, the right ELF
+#     machine and order, SONAME librsverbs.so.1; linked by GNU ld too
+#     (LINKER=gnu, the cross gcc: what debian/rules uses), with the same
+#     exports and version nodes;
 #   - the struct offsets rsverbs reads (ctest/abi_layout.c) and the prototypes
 #     (ctest/proto.c), compiled by each target's own gcc against verbs.h.
 # The real kernels of those architectures: make matrix-arch (ctest/matrix.sh).
-# RSVERBS_CROSS_ARCHES overrides the list (toolchain names).
+# RSVERBS_CROSS_ARCHES overrides the list (Debian's names or the toolchain's).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source ctest/lib.sh
-ARCHES=${RSVERBS_CROSS_ARCHES:-aarch64 powerpc64le s390x}
+ARCHES=${RSVERBS_CROSS_ARCHES:-arm64 ppc64el s390x}
 O=ctest/out/crossarch; mkdir -p "$O"
 
 # The host's library, which every cross build must match.
@@ -21,6 +24,11 @@ floor=${RSVERBS_GLIBC_FLOOR:-2.17}
 
 # elf_is LIB MACHINE ORDER: readelf -h names them (testbed/arch.sh ARCH_ELF).
 elf_is() { local h; h=$(readelf -h "$1") && grep -q "Machine: *$2" <<< "$h" && grep -q "Data:.*$3" <<< "$h"; }
+# same_abi LIB MACHINE ORDER: elf_is, and the host's library's exports and
+# version definitions.
+same_abi() {
+  elf_is "$@" && [ "$(exports "$1")" = "$(exports "$HOSTLIB")" ] && [ "$(verdefs "$1")" = "$(verdefs "$HOSTLIB")" ]
+}
 
 # verbs.h and its siblings are architecture-independent; the target's libc
 # and kernel headers come from its cross toolchain: a directory holding
@@ -30,22 +38,35 @@ mkdir -p "$inc"
 ln -sfn /usr/include/infiniband "$inc/infiniband"
 
 for a in $ARCHES; do
-  gcc=$a-linux-gnu-gcc
+  # shellcheck source=testbed/arch.sh
+  RSVERBS_ARCH=$a . testbed/arch.sh
+  a=$ARCH_DEB
+  gcc=$ARCH_RUST-linux-gnu-gcc
   tools/deps.sh --cross "$a" || { fail "$a: cannot install the cross toolchain (tools/deps.sh --cross $a)"; continue; }
-  lib=$PWD/build/$a/librsverbs.so.1
-  if make -s lib ARCH="$a" BUILD="$PWD/build/$a" > "$O/$a.build.log" 2>&1; then
-    # shellcheck source=testbed/arch.sh
-    RSVERBS_ARCH=$a . testbed/arch.sh
-    check "$a: librsverbs.so.1 is ${ARCH_ELF%|*}, ${ARCH_ELF#*|}" elf_is "$lib" "${ARCH_ELF%|*}" "${ARCH_ELF#*|}"
+  # The Makefile's own directory for ARCH, which testbed/arch.sh names
+  # too; BUILD is given all the same, so that a BUILD on make check's
+  # command line (passed down in MAKEFLAGS) cannot move it.
+  lib=$PWD/$ARCH_BUILD/librsverbs.so.1
+  if make -s lib ARCH="$a" BUILD="$PWD/$ARCH_BUILD" > "$O/$a.build.log" 2>&1; then
+    check "$a: librsverbs.so.1 is ${ARCH_ELF%|*}, ${ARCH_ELF#*|} ($ARCH_BUILD/)" elf_is "$lib" "${ARCH_ELF%|*}" "${ARCH_ELF#*|}"
+    check "$a: SONAME is librsverbs.so.1" sh -c "readelf -d '$lib' | grep -q 'Library soname: \[librsverbs.so.1\]'"
     check "$a: the same exported symbols as the host's library" [ "$(exports "$lib")" = "$(exports "$HOSTLIB")" ]
     check "$a: the same version definitions as the host's library" [ "$(verdefs "$lib")" = "$(verdefs "$HOSTLIB")" ]
     newest=$(objdump -T "$lib" | grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -1)
     # The Makefile's ZIG_GLIBC: zig knows powerpc64le's glibc from 2.19 on,
     # so the floor there is 2.19 (docs/architectures.md).
     f=$floor
-    [ "$a" != powerpc64le ] || f=2.19
+    [ "$a" != ppc64el ] || f=2.19
     check "$a: imports no glibc symbol version above $f (newest: GLIBC_$newest)" \
       [ "$(printf '%s\n' "$newest" "$f" | sort -V | tail -1)" = "$f" ]
+    # The same staticlib linked by the cross gcc and GNU ld: one more link.
+    twin=$PWD/$ARCH_BUILD/twin-gnu
+    if make -s lib ARCH="$a" BUILD="$twin" LINKER=gnu >> "$O/$a.build.log" 2>&1; then
+      check "$a: LINKER=gnu ($gcc): ${ARCH_ELF%|*}, the same exports and version definitions as the host's" \
+        same_abi "$twin/librsverbs.so.1" "${ARCH_ELF%|*}" "${ARCH_ELF#*|}"
+    else
+      fail "$a: make lib ARCH=$a LINKER=gnu failed (log: $O/$a.build.log)"
+    fi
   else
     tail -5 "$O/$a.build.log" >&2
     fail "$a: make lib ARCH=$a failed (log: $O/$a.build.log)"
