@@ -7,7 +7,8 @@
 #   make demo       boot the Soft-RoCE test bed and show C programs on rsverbs
 #   make install    PREFIX, BINDIR, LIBDIR, INCLUDEDIR, PKGCONFIGDIR, MANDIR and DESTDIR honoured
 #   make deb        Debian packages (debian/) into build/deb/
-#   make ARCH=arm64 the same for another architecture (arm64, ppc64el, s390x), into build-arm64/
+#   make ARCH=arm64 the same for another architecture (arm64, ppc64el, s390x), into build-arm64/;
+#                   make deb ARCH=arm64: its Debian packages, into build-arm64/deb/
 
 VERSION     := 0.1.0
 SOVERSION   := 1
@@ -337,17 +338,21 @@ uninstall:
 # everything it writes to ".." lands in $(DEB_DIR) (git-ignored). Then
 # lintian, with LINTIAN_FLAGS. The package build links with GNU ld
 # (debian/rules: make LINKER=gnu). LINTIAN= skips lintian (ctest/deb.sh's
-# root has none; the host runs it).
+# root has none; the host runs it). make deb ARCH=arm64 (ppc64el, s390x)
+# cross-builds that architecture's packages (dpkg-buildpackage -aarm64)
+# into build-arm64/deb (docs/building.md).
 DEB_DIR     ?= $(BUILD)/deb
 LINTIAN     ?= lintian
 DEB_SRC     := $(DEB_DIR)/rsverbs-$(VERSION)
 deb: deps-deb
-	tools/build-deb.sh $(DEB_DIR) $(DEB_SRC) $(DEB_BUILD_FLAGS)
+	tools/build-deb.sh $(DEB_DIR) $(DEB_SRC) $(ARCH_DEB) $(DEB_BUILD_FLAGS)
 	$(if $(LINTIAN),$(LINTIAN) $(LINTIAN_FLAGS) $(DEB_DIR)/*.changes)
 
-# dpkg-dev, debhelper and $(LINTIAN), when one is missing.
+# dpkg-dev, debhelper and $(LINTIAN), when one is missing; for another
+# architecture, its cross toolchain too.
 deps-deb:
 	@tools/deps.sh --deb $(LINTIAN)
+	@$(if $(CARGO_ARCH),tools/deps.sh --cross $(ARCH_DEB),true)
 
 # The checks of the packaging and the toolchain (each also in make check).
 check-freshroot:
@@ -356,6 +361,7 @@ check-deb:
 	ctest/deb.sh
 check-install:
 	ctest/install.sh
+
 
 clean:
 	$(CARGO) clean
