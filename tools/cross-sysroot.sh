@@ -23,10 +23,14 @@
 #
 # ARCH: Debian's name or the toolchain's (testbed/arch.sh). The packages are
 # bookworm's (and bookworm-security's), the release the cross toolchain is
-# from, fetched with apt-get download through the test bed's private apt
-# configuration of ARCH (testbed/apt.sh; the host's /etc/apt is only read),
-# and cached in ${RSVERBS_CACHE:-~/.cache/rsverbs}/cross-sysroot/ARCH-KEY, KEY
-# hashing the .deb file names (so their versions).
+# from, fetched with apt-get download through a private apt configuration
+# of ARCH made by testbed/apt.sh (the host's /etc/apt is only read), and
+# cached in ${RSVERBS_CACHE:-~/.cache/rsverbs}/cross-sysroot/ARCH-KEY, KEY
+# hashing the .deb file names (so their versions). The apt configuration is
+# this script's own, cross-sysroot/apt-ARCH, not the test bed's apt-ARCH:
+# that one lists the suites of the matrix cell that last used it, and
+# setting it to bookworm alone would drop, say, sid's lists under a sid
+# cell of that architecture running at the same time.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 LINK_PKGS=(libibverbs1 libibverbs-dev libnl-3-200 libnl-route-3-200)
@@ -58,7 +62,8 @@ if [ "$rustflags" = 1 ]; then
 fi
 
 ((ARCH_FOREIGN)) || { echo "cross-sysroot: $ARCH_DEB is this machine's architecture" >&2; exit 2; }
-CACHE=$(realpath -m "${RSVERBS_CACHE:-$HOME/.cache/rsverbs}")
+# testbed/apt.sh keeps its configuration in CACHE/apt-ARCH.
+CACHE=$(realpath -m "${RSVERBS_CACHE:-$HOME/.cache/rsverbs}")/cross-sysroot
 # shellcheck source=testbed/apt.sh
 . "$repo/testbed/apt.sh"
 apt_private_setup
@@ -70,7 +75,7 @@ uris=$(apt-get download --print-uris "${ALL_PKGS[@]}" 2>/dev/null | LC_ALL=C sor
 [ "$(wc -l <<<"$uris")" = ${#ALL_PKGS[@]} ] ||
 	{ echo "cross-sysroot: the private lists of $ARCH_DEB lack a package: $uris" >&2; exit 1; }
 key=$(awk '{ print $2 }' <<<"$uris" | sha256sum | cut -c1-16)
-dir=$CACHE/cross-sysroot/$ARCH_DEB-$key
+dir=$CACHE/$ARCH_DEB-$key
 if [ ! -d "$dir" ]; then
 	tmp=$dir.tmp.$$
 	rm -rf "$tmp"
