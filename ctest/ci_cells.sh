@@ -5,8 +5,8 @@
 # So CI runs
 #   - bullseye:bullseye  rdma-core 33 and Linux 5.10: the glibc floor of the
 #                        one library file, and rdma-core 33's env parse;
-#   - bookworm:bookworm  the reference cell, with siw (a provider without a
-#                        multicast op);
+#   - bookworm:bookworm  the reference cell (every amd64 cell runs siw, a
+#                        provider without a multicast op);
 #   - one of the other five, rotating with the commit count, so that five
 #     consecutive commits cover the whole matrix;
 #   - one bookworm cell of another architecture (make matrix-arch,

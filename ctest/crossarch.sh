@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The other architectures, on this host (docs/architectures.md):
-#   - the library's unit tests on s390x, big-endian with an unsigned char,
-#     under qemu-user-static: every encoder and parser on a big-endian target;
+#   - the library's unit tests on aarch64, powerpc64le and s390x (big-endian,
+#     and all three with an unsigned char) under qemu-user-static: every
+#     encoder and parser on each target (RSVERBS_UNIT_ARCHES narrows it);
 #   - librsverbs.so.1 cross-built for arm64, ppc64el and s390x (make lib
 #     ARCH=arm64, into build-arm64/): the same exports and version nodes as
 #     this host's, nothing imported above the glibc floor, the right ELF
@@ -77,33 +78,38 @@ for a in $ARCHES; do
     "$gcc" -std=c11 -Wall -Werror -I"$inc" -Iinclude -c ctest/proto.c -o "$O/$a.proto.o"
 done
 
-# The unit tests on s390x: big-endian, unsigned char. Tests that ask the
-# kernel something are left out: qemu-user hands their syscalls to this
-# x86_64 kernel, which answers an unknown ioctl with ENOSYS and prints
-# /proc/net/igmp in its own byte order. They run in the s390x guest's
-# suites instead (make matrix-arch).
+# The unit tests on each architecture under qemu-user-static (cargo's
+# per-target runner): s390x is big-endian, and all three have an unsigned
+# char. Tests that ask the kernel something are left out: qemu-user hands
+# their syscalls to this x86_64 kernel, which answers an unknown ioctl
+# with ENOSYS and prints /proc/net/igmp in its own byte order. They run in
+# each architecture's guest instead (make matrix-arch).
 KERNEL_TESTS=(ipjoin::sock::tests:: trace::facts::tests::igmp_membership_per_device
   uverbs::route::tests::discovery_on_a_non_uverbs_fd_reports_the_kernel_errno
   uverbs::route::tests::enotty_from_a_non_uverbs_fd_is_not_cached)
-if grep -qw s390x <<< "$ARCHES"; then
-  export CARGO_TARGET_S390X_UNKNOWN_LINUX_GNU_LINKER=s390x-linux-gnu-gcc
-  export CARGO_TARGET_S390X_UNKNOWN_LINUX_GNU_RUNNER="qemu-s390x-static -L /usr/s390x-linux-gnu"
-  out=$O/s390x.unit
+for a in ${RSVERBS_UNIT_ARCHES:-$ARCHES}; do
+  # shellcheck source=testbed/arch.sh
+  RSVERBS_ARCH=$a . testbed/arch.sh
+  a=$ARCH_DEB target=$ARCH_RUST-unknown-linux-gnu
+  T=${target^^} T=${T//-/_}
+  export "CARGO_TARGET_${T}_LINKER=$ARCH_RUST-linux-gnu-gcc"
+  export "CARGO_TARGET_${T}_RUNNER=$ARCH_QEMU_USER-static -L /usr/$ARCH_RUST-linux-gnu"
+  out=$O/$a.unit
   skips=()
   for t in "${KERNEL_TESTS[@]}"; do skips+=(--skip "$t"); done
-  cargo test --release --locked --lib --target s390x-unknown-linux-gnu -- "${skips[@]}" > "$out" 2>&1
-  list=$(cargo test --release --locked --lib --target s390x-unknown-linux-gnu -- --list 2>/dev/null)
+  cargo test --release --locked --lib --target "$target" -- "${skips[@]}" > "$out" 2>&1
+  list=$(cargo test --release --locked --lib --target "$target" -- --list 2>/dev/null)
   # A skip that names no test any more would hide nothing: fail on it.
   for t in "${KERNEL_TESTS[@]}"; do
-    grep -q "^$t" <<< "$list" || fail "s390x unit: the skipped test $t no longer exists"
+    grep -q "^$t" <<< "$list" || fail "$a unit: the skipped test $t no longer exists"
   done
   n=0
   while read -r _ name _ res; do
     n=$((n + 1))
-    case $res in ok) pass "s390x unit: $name" ;; ignored*) ;; *) fail "s390x unit: $name ($res)" ;; esac
+    case $res in ok) pass "$a unit: $name" ;; ignored*) ;; *) fail "$a unit: $name ($res)" ;; esac
   done < <(grep -E '^test .* \.\.\. ' "$out")
-  check "s390x unit: cargo test finished cleanly ($n tests, ${#KERNEL_TESTS[@]} kernel-facing ones left to the guest)" \
+  check "$a unit: cargo test finished cleanly ($n tests, ${#KERNEL_TESTS[@]} kernel-facing ones left to the guest)" \
     grep -q '^test result: ok' "$out"
   grep -E '^test result|panicked' "$out"
-fi
+done
 finish

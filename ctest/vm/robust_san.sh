@@ -51,21 +51,29 @@ rsverbs_only "memcheck preload" "$W/vg.preload"
 grep -v '^served-by\|^reuse\|^robust: done' "$W/vg.preload.err" | head -30 >&2
 echo "robust_san: memcheck robust took $(( $(date +%s) - t )) s"
 
-t=$(date +%s)
-timeout "$TMO" "$BIN/conform" "$DEV" > "$W/conform.ref" 2> "$W/conform.ref.err"
-check "conform rdma-core reference exits 0" test $? -eq 0
-timeout "$TMO" env LD_PRELOAD="$RSVERBS_LIB" "${VG[@]}" "$BIN/conform" "$DEV" > "$W/conform.vg" 2> "$W/conform.vg.err"
-check "memcheck conform preload: no error (exit 0)" test $? -eq 0
-check "memcheck conform preload served by librsverbs" grep -q 'served-by ibv_attach_mcast=librsverbs.so.1 ibv_detach_mcast=librsverbs.so.1 _ibv_query_gid_ex=librsverbs.so.1' "$W/conform.vg.err"
-n=$(wc -l < "$W/conform.ref")
-if [ "$n" -ge 50 ] && cmp -s "$W/conform.ref" "$W/conform.vg"; then
-  pass "memcheck conform preload: all $n case lines identical to rdma-core"
+# memcheck of conform: not in make check-traced (RSVERBS_TRACE_ALL), where
+# it takes 8 times as long (206 s against 24 s, .ci/run of a11fad6); the
+# traced path is under memcheck there through robust, which reaches every
+# verb and reads a never-written entry (the case memcheck once caught).
+if [ -n "${RSVERBS_TRACE_ALL:-}" ]; then
+  echo "robust_san: memcheck conform not run with RSVERBS_TRACE_ALL (make check runs it)"
 else
-  fail "memcheck conform preload: output differs from rdma-core ($n reference lines)"
-  diff "$W/conform.ref" "$W/conform.vg" | head -20 >&2
+  t=$(date +%s)
+  timeout "$TMO" "$BIN/conform" "$DEV" > "$W/conform.ref" 2> "$W/conform.ref.err"
+  check "conform rdma-core reference exits 0" test $? -eq 0
+  timeout "$TMO" env LD_PRELOAD="$RSVERBS_LIB" "${VG[@]}" "$BIN/conform" "$DEV" > "$W/conform.vg" 2> "$W/conform.vg.err"
+  check "memcheck conform preload: no error (exit 0)" test $? -eq 0
+  check "memcheck conform preload served by librsverbs" grep -q 'served-by ibv_attach_mcast=librsverbs.so.1 ibv_detach_mcast=librsverbs.so.1 _ibv_query_gid_ex=librsverbs.so.1' "$W/conform.vg.err"
+  n=$(wc -l < "$W/conform.ref")
+  if [ "$n" -ge 50 ] && cmp -s "$W/conform.ref" "$W/conform.vg"; then
+    pass "memcheck conform preload: all $n case lines identical to rdma-core"
+  else
+    fail "memcheck conform preload: output differs from rdma-core ($n reference lines)"
+    diff "$W/conform.ref" "$W/conform.vg" | head -20 >&2
+  fi
+  grep -v '^served-by\|^conform:\|^overrun' "$W/conform.vg.err" | head -30 >&2
+  echo "robust_san: memcheck conform took $(( $(date +%s) - t )) s"
 fi
-grep -v '^served-by\|^conform:\|^overrun' "$W/conform.vg.err" | head -30 >&2
-echo "robust_san: memcheck conform took $(( $(date +%s) - t )) s"
 
 mkdir -p /out/robust_san && cp "$W"/* /out/robust_san/
 rm -rf "$W"

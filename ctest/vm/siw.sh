@@ -12,7 +12,7 @@ DEV=siw0
 AWK=$(cd "$(dirname "$0")/../.." && pwd)/bench/strace_regions.awk
 
 if [ "${RSVERBS_SIW:-0}" != 1 ]; then
-  echo "siw: not run: this boot has no siw0 (RSVERBS_SIW=1 loads it; make matrix does in the bookworm cell)"
+  echo "siw: not run: this boot has no siw0 (RSVERBS_SIW=1 loads it; make matrix does in every amd64 cell)"
   rm -f "$RESULTS_DIR/$SUITE.results"; rm -rf "$W"; exit 0
 fi
 if [ ! -d /sys/class/infiniband/$DEV ]; then

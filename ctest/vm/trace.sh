@@ -10,8 +10,8 @@
 #     program (preloaded and relinked), mckey and ib_send_bw UD multicast,
 #     and a full GID-table walk.
 #  3. The suites named by TRACE_SUITES (default none) run again with
-#     RSVERBS_TRACE=hints:FILE, under the names NAME_traced. Every suite
-#     runs traced in `make check-traced` (RSVERBS_TRACE_ALL,
+#     RSVERBS_TRACE=hints:FILE, under the names NAME_traced. Every other
+#     suite runs traced in `make check-traced` (RSVERBS_TRACE_ALL,
 #     ctest/guest_suite.sh), which .ci/run runs after make check; e.g.
 #     TRACE_SUITES="conform diffrand" for a quick look.
 # This suite sets RSVERBS_TRACE itself, per run: an inherited one is unset.
