@@ -7,6 +7,8 @@
 #   make demo       boot the Soft-RoCE test bed and show C programs on rsverbs
 #   make install    PREFIX, BINDIR, LIBDIR, INCLUDEDIR, PKGCONFIGDIR, MANDIR and DESTDIR honoured
 #   make deb        Debian packages (debian/) into build/deb/
+#   make ARCH=arm64 the same for another architecture (arm64, ppc64el, s390x), into build-arm64/;
+#                   make deb ARCH=arm64: its Debian packages, into build-arm64/deb/
 
 VERSION     := 0.1.0
 SOVERSION   := 1
@@ -23,14 +25,36 @@ MANDIR      ?= $(PREFIX)/share/man
 # the -dbgsym package).
 INSTALL_STRIP ?= yes
 DEBUGDIR    ?= $(LIBDIR)/.debug
-OBJCOPY     ?= objcopy
 DESTDIR     ?=
 
 CARGO       ?= cargo
 CC          ?= cc
 CXX         ?= c++
 CBINDGEN_VERSION := 0.29.2
+# ARCH builds for another architecture (docs/architectures.md): Debian's
+# name (amd64, arm64, ppc64el, s390x) or the toolchain's, which Rust's and
+# zig's targets share (x86_64, aarch64, powerpc64le, s390x). The host's
+# build goes to build/, another architecture's to build-ARCH/ by Debian's
+# name: make ARCH=arm64 (or ARCH=aarch64) writes build-arm64/librsverbs.so.1.
+# testbed/arch.sh (ARCH_BUILD) names the same directories.
+HOST_ARCH   := $(shell uname -m)
+ARCH        ?= $(HOST_ARCH)
+ARCH_NAMES  := amd64:x86_64 arm64:aarch64 ppc64el:powerpc64le s390x:s390x
+ARCH_PAIR   := $(subst :, ,$(firstword $(foreach p,$(ARCH_NAMES),$(if $(filter $(ARCH),$(subst :, ,$(p))),$(p)))))
+ifeq ($(ARCH_PAIR),)
+ifneq ($(ARCH),$(HOST_ARCH))
+$(error ARCH must be one of amd64 arm64 ppc64el s390x (or x86_64 aarch64 powerpc64le), not '$(ARCH)')
+endif
+# Another host builds for itself, as before there was an ARCH.
+ARCH_PAIR   := $(shell dpkg --print-architecture 2>/dev/null || echo $(HOST_ARCH)) $(HOST_ARCH)
+endif
+ARCH_DEB    := $(word 1,$(ARCH_PAIR))
+ARCH_RUST   := $(word 2,$(ARCH_PAIR))
+ifeq ($(ARCH_RUST),$(HOST_ARCH))
 BUILD       ?= $(CURDIR)/build
+else
+BUILD       ?= $(CURDIR)/build-$(ARCH_DEB)
+endif
 SONAME      := librsverbs.so.$(SOVERSION)
 REALNAME    := librsverbs.so.$(SOVERSION).0.0
 LIB         := $(BUILD)/$(SONAME)
@@ -71,21 +95,34 @@ ZIG         := $(ZIG_DIR)/ziglang/zig
 # apart from cargo test's target/.
 CARGO_TARGET ?= target/lib
 CARGO_FEATURES ?=
-# ARCH builds librsverbs.so.1 for another architecture (docs/architectures.md):
-# x86_64, aarch64, powerpc64le or s390x, the name Rust's and zig's targets
-# share. make lib ARCH=s390x BUILD=$(CURDIR)/build/s390x, for example.
-HOST_ARCH   := $(shell uname -m)
-ARCH        ?= $(HOST_ARCH)
-ifeq ($(ARCH),$(HOST_ARCH))
+# Another architecture (ARCH, above): cargo --target, and Debian's cross
+# tools (tools/deps.sh --cross ARCH) for the GNU link and objcopy. The
+# command and the example link libibverbs of ARCH: the cross gcc's own when
+# libibverbs-dev:ARCH is installed (multiarch), else the one that
+# tools/cross-sysroot.sh unpacks from Debian's packages of ARCH
+# (RSVERBS_CROSS_SYSROOT names it; made in the cache when unset).
+ifeq ($(ARCH_RUST),$(HOST_ARCH))
 STATICLIB   := $(CARGO_TARGET)/release/librsverbs.a
 CARGO_ARCH  :=
 GNU_CC      := $(CC)
+TOOL_BIN    := target/tool/release/rsverbs
+EXAMPLE_BIN := target/release/examples/attach
+CARGO_LINK  := $(CARGO)
 else
-RUST_TARGET := $(ARCH)-unknown-linux-gnu
+RUST_TARGET := $(ARCH_RUST)-unknown-linux-gnu
 STATICLIB   := $(CARGO_TARGET)/$(RUST_TARGET)/release/librsverbs.a
 CARGO_ARCH  := --target $(RUST_TARGET)
-GNU_CC      := $(ARCH)-linux-gnu-gcc
+GNU_CC      := $(ARCH_RUST)-linux-gnu-gcc
+OBJCOPY     ?= $(ARCH_RUST)-linux-gnu-objcopy
+TOOL_BIN    := target/tool/$(RUST_TARGET)/release/rsverbs
+EXAMPLE_BIN := target/$(RUST_TARGET)/release/examples/attach
+CARGO_ENV   := CARGO_TARGET_$(shell echo $(RUST_TARGET) | tr a-z- A-Z_)
+RSVERBS_CROSS_SYSROOT ?=
+# One shell line: the sysroot's flags, then cargo with them.
+CARGO_LINK  := flags=$$(tools/cross-sysroot.sh --rustflags $(ARCH_DEB) $(RSVERBS_CROSS_SYSROOT)) && \
+               env $(CARGO_ENV)_LINKER=$(GNU_CC) $(CARGO_ENV)_RUSTFLAGS="$$flags" $(CARGO)
 endif
+OBJCOPY     ?= objcopy
 LINK_FLAGS  := -shared -Wl,-soname,$(SONAME) -Wl,--version-script=src/rsverbs.map \
                -Wl,--gc-sections -Wl,--as-needed -Wl,-z,relro,-z,now -Wl,-z,defs \
                -Wl,--whole-archive $(STATICLIB) -Wl,--no-whole-archive
@@ -96,10 +133,10 @@ LINK_FLAGS  := -shared -Wl,-soname,$(SONAME) -Wl,--version-script=src/rsverbs.ma
 NATIVE_LIBS := -ldl -lc
 # zig knows powerpc64le's glibc from 2.19 on, so that is the floor there
 # (docs/architectures.md); 2.17 everywhere else.
-ZIG_GLIBC   := $(if $(filter powerpc64le,$(ARCH)),2.19,$(GLIBC_FLOOR))
+ZIG_GLIBC   := $(if $(filter powerpc64le,$(ARCH_RUST)),2.19,$(GLIBC_FLOOR))
 ifeq ($(LINKER),zig)
 LINK_CC     := env ZIG_GLOBAL_CACHE_DIR=$(RSVERBS_CACHE)/zig-cache ZIG_LOCAL_CACHE_DIR=$(RSVERBS_CACHE)/zig-cache \
-               $(ZIG) cc -target $(ARCH)-linux-gnu.$(ZIG_GLIBC)
+               $(ZIG) cc -target $(ARCH_RUST)-linux-gnu.$(ZIG_GLIBC)
 LINK_LIBS   := $(NATIVE_LIBS)
 LINK_DEPS   := $(ZIG)
 else ifeq ($(LINKER),gnu)
@@ -111,7 +148,7 @@ $(error LINKER must be zig or gnu, not '$(LINKER)')
 endif
 
 .PHONY: all lib tool example size header deps deps-cbindgen check check-unit check-abi check-vm check-sanitize check-traced fuzz demo compat bench matrix matrix-arch faults fanout \
-        install install-debug uninstall clean zig deb deps-deb check-deb check-freshroot check-install
+        install install-debug uninstall clean zig deb deps-deb check-deb check-deb-arch check-freshroot check-install
 
 all: lib tool example $(BUILD)/pkgconfig/rsverbs.pc
 
@@ -126,11 +163,10 @@ $(STATICLIB): $(LIB_SRCS) Cargo.toml Cargo.lock
 # directory, so that its build (the crate as an rlib, without symver)
 # never replaces the staticlib above. Links libibverbs (libibverbs-dev).
 TOOL        := $(BUILD)/rsverbs
-TOOL_BIN    := target/tool/release/rsverbs
 tool: $(TOOL)
 
 $(TOOL_BIN): $(LIB_SRCS) $(wildcard src/tool/*) Cargo.toml
-	$(CARGO) build --release --locked --manifest-path src/tool/Cargo.toml --target-dir target/tool
+	$(CARGO_LINK) build --release --locked --manifest-path src/tool/Cargo.toml --target-dir target/tool $(CARGO_ARCH)
 
 # The safe Rust API's example (examples/attach.rs, docs/rust.md): the crate
 # as an rlib in cargo's own target/, linked with libibverbs; ctest/vm/rust.sh
@@ -139,9 +175,9 @@ EXAMPLE     := $(BUILD)/examples/attach
 example: $(EXAMPLE)
 
 $(EXAMPLE): $(LIB_SRCS) examples/attach.rs Cargo.toml Cargo.lock
-	$(CARGO) build --release --locked --example attach
+	$(CARGO_LINK) build --release --locked --example attach $(CARGO_ARCH)
 	mkdir -p $(BUILD)/examples
-	cp target/release/examples/attach $@.tmp
+	cp $(EXAMPLE_BIN) $@.tmp
 	mv $@.tmp $@
 
 $(TOOL): $(TOOL_BIN)
@@ -307,17 +343,21 @@ uninstall:
 # everything it writes to ".." lands in $(DEB_DIR) (git-ignored). Then
 # lintian, with LINTIAN_FLAGS. The package build links with GNU ld
 # (debian/rules: make LINKER=gnu). LINTIAN= skips lintian (ctest/deb.sh's
-# root has none; the host runs it).
+# root has none; the host runs it). make deb ARCH=arm64 (ppc64el, s390x)
+# cross-builds that architecture's packages (dpkg-buildpackage -aarm64)
+# into build-arm64/deb (docs/building.md).
 DEB_DIR     ?= $(BUILD)/deb
 LINTIAN     ?= lintian
 DEB_SRC     := $(DEB_DIR)/rsverbs-$(VERSION)
 deb: deps-deb
-	tools/build-deb.sh $(DEB_DIR) $(DEB_SRC) $(DEB_BUILD_FLAGS)
+	tools/build-deb.sh $(DEB_DIR) $(DEB_SRC) $(ARCH_DEB) $(DEB_BUILD_FLAGS)
 	$(if $(LINTIAN),$(LINTIAN) $(LINTIAN_FLAGS) $(DEB_DIR)/*.changes)
 
-# dpkg-dev, debhelper and $(LINTIAN), when one is missing.
+# dpkg-dev, debhelper and $(LINTIAN), when one is missing; for another
+# architecture, its cross toolchain too.
 deps-deb:
 	@tools/deps.sh --deb $(LINTIAN)
+	@$(if $(CARGO_ARCH),tools/deps.sh --cross $(ARCH_DEB),true)
 
 # The checks of the packaging and the toolchain (each also in make check).
 check-freshroot:
@@ -327,6 +367,15 @@ check-deb:
 check-install:
 	ctest/install.sh
 
+# The packages of the other architectures (ctest/deb_arch.sh, docs/building.md):
+# make deb ARCH=arm64, ppc64el and s390x with lintian, each then installed and
+# used in that architecture's cached userland under qemu-user (no guest
+# boots). Not in make check (about 3 minutes); .ci/run runs it.
+# RSVERBS_DEB_ARCHES picks some; the total is the last line.
+check-deb-arch:
+	rm -f ctest/out/deb-arch/*.results
+	ctest/deb_arch.sh; st=$$?; ctest/summary.sh ctest/out/deb-arch; exit $$st
+
 clean:
 	$(CARGO) clean
-	rm -rf $(BUILD) ctest/out
+	rm -rf $(sort $(BUILD) $(CURDIR)/build $(wildcard $(CURDIR)/build-*)) ctest/out

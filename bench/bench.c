@@ -59,7 +59,6 @@
 #include <time.h>
 #include <unistd.h>
 #include <valgrind/callgrind.h>
-#include <x86intrin.h>
 
 #define PORT 1
 
@@ -285,11 +284,6 @@ static void expect(const char *what, int got, int want, long i)
 }
 
 /* ---- time mode ---- */
-
-static inline uint64_t ticks(void)
-{
-	return __rdtsc();
-}
 
 /* The samples of one operation: ticks, and the block each was taken in. */
 struct series {

@@ -15,7 +15,6 @@
 #include "../ctest/vm/common.h"
 #include "timing.h"
 #include <pthread.h>
-#include <x86intrin.h>
 
 static const char *dev_name = "rxe0";
 static long reps = 2000;
@@ -66,13 +65,13 @@ static double time_pairs(struct ibv_qp **qps, int nqp, const union ibv_gid *g)
 	uint64_t *dt = calloc(reps, sizeof(*dt));
 	for (long i = 0; i < reps / 10; i++) /* warm-up: routes, caches */
 		pair(qps[i % nqp], g);
-	uint64_t n0 = mono_ns(), t0 = __rdtsc();
+	uint64_t n0 = mono_ns(), t0 = ticks();
 	for (long i = 0; i < reps; i++) {
-		uint64_t a = __rdtsc();
+		uint64_t a = ticks();
 		pair(qps[i % nqp], g);
-		dt[i] = __rdtsc() - a;
+		dt[i] = ticks() - a;
 	}
-	double ns_per_tick = (double)(mono_ns() - n0) / (double)(__rdtsc() - t0);
+	double ns_per_tick = (double)(mono_ns() - n0) / (double)(ticks() - t0);
 	qsort(dt, reps, sizeof(*dt), cmp_u64);
 	double med = dt[reps / 2] * ns_per_tick;
 	free(dt);

@@ -38,6 +38,9 @@ W=$(mktemp -d)
 mkdir -p "$OUT"
 START=$SECONDS
 uname -srv > "$OUT/kernel.txt"
+echo "libibverbs1 $(dpkg-query -W -f='${Version}' libibverbs1), ibverbs-providers $(dpkg-query -W -f='${Version}' ibverbs-providers)" \
+  > "$OUT/rdma-core.txt"
+echo "valgrind $(valgrind --version | sed 's/valgrind-//'), strace $(strace -V | sed -n '1s/.*version \([^ ]*\).*/\1/p')" > "$OUT/tools.txt"
 
 die() { echo "bench: FAILED: $*" >&2; exit 1; }
 [ -e "$LIB_UNTRACED" ] || die "$LIB_UNTRACED missing (make bench builds it)"
@@ -152,8 +155,9 @@ breakdown() { # breakdown LABEL CALLS
        "contender's block j is timed within milliseconds of the others' block j (a *slot*), and the ring" \
        "order is rotated every round. Per round and contender: (a)-(c) $BLOCKS blocks of $K calls, (d) $SCANS" \
        "blocks of one full scan, (e) for each N, max(4, $ECALLS/N) cycles of attach-all then detach-all in up" \
-       "to $BLOCKS blocks; the blocks of the operations alternate. Every call is timed alone (rdtsc," \
-       "converted with CLOCK_MONOTONIC over the process's run)."
+       "to $BLOCKS blocks; the blocks of the operations alternate. Every call is timed alone (the CPU's" \
+       "tick counter, bench/timing.h: rdtsc on x86_64, CNTVCT_EL0 on arm64; converted with CLOCK_MONOTONIC" \
+       "over the process's run)."
   echo
   echo "The emulator runs in two phases, a fast one and a slow one (in these runs about 1.6 times slower;" \
        "it is its host's other load)," \
@@ -335,6 +339,12 @@ breakdown() { # breakdown LABEL CALLS
     }' "$W/summary.txt"
 } > "$W/body.md"
 cp "$W/body.md" "$OUT/bench-body.md"
+# For bench/arches.sh (the by-architecture table): instructions and system
+# calls per call, as in the tables above.
+cp "$W/ir.summary" "$OUT/ir.summary"
+for c in relinked preloaded; do
+  echo "$c $(sys "$c" 'b steady' "$COUNT_K") $(sys "$c" 'a steady' $((2 * COUNT_K))) $(sys "$c" 'c steady' "$COUNT_K")"
+done > "$OUT/syscalls.txt"
 cat "$W/body.md"
 echo
 echo "bench: guest part done in $((SECONDS - START)) s"

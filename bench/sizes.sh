@@ -12,24 +12,35 @@
 # miniz_oxide, rustc_demangle, libunwind: what std's default panic hook
 # links, even with panic=abort), and counts std's own panic handler,
 # allocator shim and _Unwind_Resume as the runtime.
+# Another architecture's file is read with its cross binutils (this host's
+# know only its own), e.g. aarch64-linux-gnu-nm: BINUTILS_PREFIX, or found
+# from the file's ELF machine.
 set -euo pipefail
 lib=${1:-build/librsverbs.so.1}
 [ -f "$lib" ] || { echo "bench/sizes.sh: no $lib (make lib)" >&2; exit 2; }
+if [ -z "${BINUTILS_PREFIX+set}" ]; then
+  case $(readelf -h "$lib" | sed -n 's/^ *Machine: *//p') in
+    AArch64) BINUTILS_PREFIX=aarch64-linux-gnu- ;;
+    PowerPC64) BINUTILS_PREFIX=powerpc64le-linux-gnu- ;;
+    "IBM S/390") BINUTILS_PREFIX=s390x-linux-gnu- ;;
+    *) BINUTILS_PREFIX= ;;
+  esac
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-strip -o "$tmp/stripped" "$lib"
+"${BINUTILS_PREFIX}strip" -o "$tmp/stripped" "$lib"
 total=$(stat -c %s "$tmp/stripped")
 
 echo "| section of the stripped file | bytes | share |"
 echo "|---|---:|---:|"
-size -A "$tmp/stripped" | awk '$1 ~ /^\./ && $2 > 0 && $1 != ".bss" && $1 != ".tbss" { printf "%s\t%d\n", $1, $2 }' | sort -t$'\t' -k2 -nr | head -8 |
+"${BINUTILS_PREFIX}size" -A "$tmp/stripped" | awk '$1 ~ /^\./ && $2 > 0 && $1 != ".bss" && $1 != ".tbss" { printf "%s\t%d\n", $1, $2 }' | sort -t$'\t' -k2 -nr | head -8 |
   awk -F'\t' -v t="$total" '{ printf "| `%s` | %d | %.0f%% |\n", $1, $2, 100 * $2 / t }'
 echo "| the whole file | $total | 100% |"
 echo
 
 # Code and read-only/initialised data by owner (nm -S: symbols with a size;
 # .bss is not in the file and is left out).
-nm -S -C --defined-only "$lib" | awk 'NF >= 4 && $3 ~ /^[TtRrDdWwVv]$/' > "$tmp/syms"
+"${BINUTILS_PREFIX}nm" -S -C --defined-only "$lib" | awk 'NF >= 4 && $3 ~ /^[TtRrDdWwVv]$/' > "$tmp/syms"
 awk '
   function hex(s,   i, v, d) { v = 0; s = tolower(s); for (i = 1; i <= length(s); i++) { d = index("0123456789abcdef", substr(s, i, 1)) - 1; v = v * 16 + d } return v }
   { sz = hex($2); $1 = $2 = $3 = ""; n = $0

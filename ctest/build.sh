@@ -10,13 +10,13 @@
 # build/ (the same file for every userland).  With RSVERBS_ARCH=arm64|ppc64el|s390x
 # (testbed/arch.sh) they are compiled in that architecture's userland (its
 # gcc under qemu-user-static) into ctest/out/USERLAND-ARCH/bin, against
-# build/ARCH/librsverbs.so.1 (make lib ARCH=...).
+# build-ARCH/librsverbs.so.1 (make lib ARCH=...; build-arm64, for example).
 # shellcheck disable=SC2012 # ls -t: our own file names
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=testbed/arch.sh
 . testbed/arch.sh
-# Another architecture's library is always build/ARCH: RSVERBS_BUILD, which
+# Another architecture's library is always build-ARCH: RSVERBS_BUILD, which
 # the Makefile exports, names the host's.
 if [ "$ARCH_FOREIGN" = 1 ]; then B=$PWD/$ARCH_BUILD; else B=${RSVERBS_BUILD:-$PWD/build}; fi
 U=${RSVERBS_USERLAND:-bookworm}
@@ -59,18 +59,12 @@ if [ $fresh = 1 ]; then
   exit 0
 fi
 
-# A scratch directory inside the root (its /tmp, which the guest never sees:
-# it mounts a tmpfs there): sources, rsverbs.h, the library and a .pc file.
-rel=/tmp/rsverbs-build.$$
-s=$root$rel
-trap 'rm -rf "$s"' EXIT
-mkdir -p "$s"/{src,include,lib/pkgconfig,bin}
+# shellcheck source=testbed/rootbuild.sh
+. testbed/rootbuild.sh
+root_scratch "$root" "$B"
+s=$SCRATCH rel=$SCRATCH_REL
+mkdir -p "$s/src"
 cp ctest/vm/*.c ctest/vm/*.h "$s/src/"
-cp include/rsverbs.h "$s/include/"
-cp "$B/librsverbs.so.1" "$s/lib/"
-ln -s librsverbs.so.1 "$s/lib/librsverbs.so"
-sed -e "s|@PREFIX@|$rel|" -e "s|@LIBDIR@|$rel/lib|" -e "s|@INCLUDEDIR@|$rel/include|" \
-  -e "s|@VERSION@|$(sed -n 's/^VERSION *:= *//p' Makefile)|" pkgconfig/rsverbs.pc.in > "$s/lib/pkgconfig/rsverbs.pc"
 # shellcheck disable=SC2016 # the script runs in the chroot: its $ are its own
 {
   echo 'set -u; cd "$(dirname "$0")"; export PKG_CONFIG_PATH=$PWD/lib/pkgconfig; st=0'
@@ -84,14 +78,11 @@ sed -e "s|@PREFIX@|$rel|" -e "s|@LIBDIR@|$rel/lib|" -e "s|@INCLUDEDIR@|$rel/incl
   exit $st'
 } > "$s/build.sh"
 rc=0
-chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp LANG=C.UTF-8 \
-  /bin/bash "$rel/build.sh" || rc=$?
+root_run "$root" "$rel/build.sh" || rc=$?
 rm -f "$out"/*
 cp -p "$s"/bin/* "$out/" 2>/dev/null || true
 echo "$root" > "$stamp"
-# shellcheck disable=SC2016 # dpkg-query's format
-echo "build: $(find "$out" -type f ! -name .root | wc -l) test binaries in $out" \
-  "(gcc $(chroot "$root" gcc -dumpfullversion), rdma-core $(chroot "$root" dpkg-query -W -f='${Version}' libibverbs-dev), $U)"
+echo "build: $(find "$out" -type f ! -name .root | wc -l) test binaries in $out ($(root_describe "$root"), $U)"
 if [ $rc -ne 0 ]; then
   # Missing programs fail the suites that run them, visibly; the others run.
   echo "build: WARNING: some $U test programs did not build (see above)" >&2

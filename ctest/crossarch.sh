@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # The other architectures, on this host (docs/architectures.md):
-#   - the library's unit tests on s390x, big-endian with an unsigned char,
-#     under qemu-user-static: every encoder and parser on a big-endian target;
-#   - librsverbs.so.1 cross-built for aarch64, powerpc64le and s390x
-#     (make lib ARCH=...): the same exports and version nodes as this host's,
-#     nothing imported above the glibc floor, the right ELF machine and order;
+#   - the library's unit tests on aarch64, powerpc64le and s390x (big-endian,
+#     and all three with an unsigned char) under qemu-user-static: every
+#     encoder and parser on each target (RSVERBS_UNIT_ARCHES narrows it);
+#   - librsverbs.so.1 cross-built for arm64, ppc64el and s390x (make lib
+#     ARCH=arm64, into build-arm64/): the same exports and version nodes as
+#     this host's, nothing imported above the glibc floor, the right ELF
+#     machine and order, SONAME librsverbs.so.1; linked by GNU ld too
+#     (LINKER=gnu, the cross gcc: what debian/rules uses), with the same
+#     exports and version nodes;
 #   - the struct offsets rsverbs reads (ctest/abi_layout.c) and the prototypes
 #     (ctest/proto.c), compiled by each target's own gcc against verbs.h.
 # The real kernels of those architectures: make matrix-arch (ctest/matrix.sh).
-# RSVERBS_CROSS_ARCHES overrides the list (toolchain names).
+# RSVERBS_CROSS_ARCHES overrides the list (Debian's names or the toolchain's).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source ctest/lib.sh
-ARCHES=${RSVERBS_CROSS_ARCHES:-aarch64 powerpc64le s390x}
+ARCHES=${RSVERBS_CROSS_ARCHES:-arm64 ppc64el s390x}
 O=ctest/out/crossarch; mkdir -p "$O"
 
 # The host's library, which every cross build must match.
@@ -21,6 +25,11 @@ floor=${RSVERBS_GLIBC_FLOOR:-2.17}
 
 # elf_is LIB MACHINE ORDER: readelf -h names them (testbed/arch.sh ARCH_ELF).
 elf_is() { local h; h=$(readelf -h "$1") && grep -q "Machine: *$2" <<< "$h" && grep -q "Data:.*$3" <<< "$h"; }
+# same_abi LIB MACHINE ORDER: elf_is, and the host's library's exports and
+# version definitions.
+same_abi() {
+  elf_is "$@" && [ "$(exports "$1")" = "$(exports "$HOSTLIB")" ] && [ "$(verdefs "$1")" = "$(verdefs "$HOSTLIB")" ]
+}
 
 # verbs.h and its siblings are architecture-independent; the target's libc
 # and kernel headers come from its cross toolchain: a directory holding
@@ -30,22 +39,35 @@ mkdir -p "$inc"
 ln -sfn /usr/include/infiniband "$inc/infiniband"
 
 for a in $ARCHES; do
-  gcc=$a-linux-gnu-gcc
+  # shellcheck source=testbed/arch.sh
+  RSVERBS_ARCH=$a . testbed/arch.sh
+  a=$ARCH_DEB
+  gcc=$ARCH_RUST-linux-gnu-gcc
   tools/deps.sh --cross "$a" || { fail "$a: cannot install the cross toolchain (tools/deps.sh --cross $a)"; continue; }
-  lib=$PWD/build/$a/librsverbs.so.1
-  if make -s lib ARCH="$a" BUILD="$PWD/build/$a" > "$O/$a.build.log" 2>&1; then
-    # shellcheck source=testbed/arch.sh
-    RSVERBS_ARCH=$a . testbed/arch.sh
-    check "$a: librsverbs.so.1 is ${ARCH_ELF%|*}, ${ARCH_ELF#*|}" elf_is "$lib" "${ARCH_ELF%|*}" "${ARCH_ELF#*|}"
+  # The Makefile's own directory for ARCH, which testbed/arch.sh names
+  # too; BUILD is given all the same, so that a BUILD on make check's
+  # command line (passed down in MAKEFLAGS) cannot move it.
+  lib=$PWD/$ARCH_BUILD/librsverbs.so.1
+  if make -s lib ARCH="$a" BUILD="$PWD/$ARCH_BUILD" > "$O/$a.build.log" 2>&1; then
+    check "$a: librsverbs.so.1 is ${ARCH_ELF%|*}, ${ARCH_ELF#*|} ($ARCH_BUILD/)" elf_is "$lib" "${ARCH_ELF%|*}" "${ARCH_ELF#*|}"
+    check "$a: SONAME is librsverbs.so.1" sh -c "readelf -d '$lib' | grep -q 'Library soname: \[librsverbs.so.1\]'"
     check "$a: the same exported symbols as the host's library" [ "$(exports "$lib")" = "$(exports "$HOSTLIB")" ]
     check "$a: the same version definitions as the host's library" [ "$(verdefs "$lib")" = "$(verdefs "$HOSTLIB")" ]
     newest=$(objdump -T "$lib" | grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -1)
     # The Makefile's ZIG_GLIBC: zig knows powerpc64le's glibc from 2.19 on,
     # so the floor there is 2.19 (docs/architectures.md).
     f=$floor
-    [ "$a" != powerpc64le ] || f=2.19
+    [ "$a" != ppc64el ] || f=2.19
     check "$a: imports no glibc symbol version above $f (newest: GLIBC_$newest)" \
       [ "$(printf '%s\n' "$newest" "$f" | sort -V | tail -1)" = "$f" ]
+    # The same staticlib linked by the cross gcc and GNU ld: one more link.
+    twin=$PWD/$ARCH_BUILD/twin-gnu
+    if make -s lib ARCH="$a" BUILD="$twin" LINKER=gnu >> "$O/$a.build.log" 2>&1; then
+      check "$a: LINKER=gnu ($gcc): ${ARCH_ELF%|*}, the same exports and version definitions as the host's" \
+        same_abi "$twin/librsverbs.so.1" "${ARCH_ELF%|*}" "${ARCH_ELF#*|}"
+    else
+      fail "$a: make lib ARCH=$a LINKER=gnu failed (log: $O/$a.build.log)"
+    fi
   else
     tail -5 "$O/$a.build.log" >&2
     fail "$a: make lib ARCH=$a failed (log: $O/$a.build.log)"
@@ -56,33 +78,38 @@ for a in $ARCHES; do
     "$gcc" -std=c11 -Wall -Werror -I"$inc" -Iinclude -c ctest/proto.c -o "$O/$a.proto.o"
 done
 
-# The unit tests on s390x: big-endian, unsigned char. Tests that ask the
-# kernel something are left out: qemu-user hands their syscalls to this
-# x86_64 kernel, which answers an unknown ioctl with ENOSYS and prints
-# /proc/net/igmp in its own byte order. They run in the s390x guest's
-# suites instead (make matrix-arch).
+# The unit tests on each architecture under qemu-user-static (cargo's
+# per-target runner): s390x is big-endian, and all three have an unsigned
+# char. Tests that ask the kernel something are left out: qemu-user hands
+# their syscalls to this x86_64 kernel, which answers an unknown ioctl
+# with ENOSYS and prints /proc/net/igmp in its own byte order. They run in
+# each architecture's guest instead (make matrix-arch).
 KERNEL_TESTS=(ipjoin::sock::tests:: trace::facts::tests::igmp_membership_per_device
   uverbs::route::tests::discovery_on_a_non_uverbs_fd_reports_the_kernel_errno
   uverbs::route::tests::enotty_from_a_non_uverbs_fd_is_not_cached)
-if grep -qw s390x <<< "$ARCHES"; then
-  export CARGO_TARGET_S390X_UNKNOWN_LINUX_GNU_LINKER=s390x-linux-gnu-gcc
-  export CARGO_TARGET_S390X_UNKNOWN_LINUX_GNU_RUNNER="qemu-s390x-static -L /usr/s390x-linux-gnu"
-  out=$O/s390x.unit
+for a in ${RSVERBS_UNIT_ARCHES:-$ARCHES}; do
+  # shellcheck source=testbed/arch.sh
+  RSVERBS_ARCH=$a . testbed/arch.sh
+  a=$ARCH_DEB target=$ARCH_RUST-unknown-linux-gnu
+  T=${target^^} T=${T//-/_}
+  export "CARGO_TARGET_${T}_LINKER=$ARCH_RUST-linux-gnu-gcc"
+  export "CARGO_TARGET_${T}_RUNNER=$ARCH_QEMU_USER-static -L /usr/$ARCH_RUST-linux-gnu"
+  out=$O/$a.unit
   skips=()
   for t in "${KERNEL_TESTS[@]}"; do skips+=(--skip "$t"); done
-  cargo test --release --locked --lib --target s390x-unknown-linux-gnu -- "${skips[@]}" > "$out" 2>&1
-  list=$(cargo test --release --locked --lib --target s390x-unknown-linux-gnu -- --list 2>/dev/null)
+  cargo test --release --locked --lib --target "$target" -- "${skips[@]}" > "$out" 2>&1
+  list=$(cargo test --release --locked --lib --target "$target" -- --list 2>/dev/null)
   # A skip that names no test any more would hide nothing: fail on it.
   for t in "${KERNEL_TESTS[@]}"; do
-    grep -q "^$t" <<< "$list" || fail "s390x unit: the skipped test $t no longer exists"
+    grep -q "^$t" <<< "$list" || fail "$a unit: the skipped test $t no longer exists"
   done
   n=0
   while read -r _ name _ res; do
     n=$((n + 1))
-    case $res in ok) pass "s390x unit: $name" ;; ignored*) ;; *) fail "s390x unit: $name ($res)" ;; esac
+    case $res in ok) pass "$a unit: $name" ;; ignored*) ;; *) fail "$a unit: $name ($res)" ;; esac
   done < <(grep -E '^test .* \.\.\. ' "$out")
-  check "s390x unit: cargo test finished cleanly ($n tests, ${#KERNEL_TESTS[@]} kernel-facing ones left to the guest)" \
+  check "$a unit: cargo test finished cleanly ($n tests, ${#KERNEL_TESTS[@]} kernel-facing ones left to the guest)" \
     grep -q '^test result: ok' "$out"
   grep -E '^test result|panicked' "$out"
-fi
+done
 finish

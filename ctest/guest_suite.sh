@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.." || exit 1
 # The test programs of this userland and architecture (ctest/build.sh) and
 # the library of this architecture, as ctest/vm_suite.sh names them: the
 # host's (bookworm) in ctest/out/bin and build/, the others' in
-# ctest/out/USERLAND[-ARCH]/bin and build/ARCH.
+# ctest/out/USERLAND[-ARCH]/bin and build-ARCH.
 BIN=$PWD/${RSVERBS_GUEST_BIN:-ctest/out/bin}
 export RESULTS_DIR=/out RSVERBS_LIB=$PWD/${RSVERBS_GUEST_BUILD:-build}/librsverbs.so.1 BIN
 echo "=== guest: kernel $(uname -r) (${RSVERBS_KERNEL:-bookworm}, $(uname -m)), userland ${RSVERBS_USERLAND:-bookworm}" \

@@ -11,7 +11,8 @@
 # ctest/out/cell/USERLAND-KERNEL only.  RSVERBS_VM_OUT overrides the
 # directory (then nothing is copied to ctest/out).  RSVERBS_ARCH=arm64|
 # ppc64el|s390x boots that architecture (testbed/arch.sh): the library is
-# cross-built into build/ARCH and the test programs in its userland.
+# cross-built into build-ARCH (make lib ARCH=arm64: build-arm64) and the
+# test programs in its userland.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 K=${RSVERBS_KERNEL:-bookworm} U=${RSVERBS_USERLAND:-bookworm}
@@ -20,7 +21,7 @@ K=${RSVERBS_KERNEL:-bookworm} U=${RSVERBS_USERLAND:-bookworm}
 # What the guest runs: the library and the test programs of its architecture.
 if [ "$ARCH_FOREIGN" = 1 ]; then
   tools/deps.sh --cross "$ARCH_RUST"
-  make -s lib ARCH="$ARCH_RUST" BUILD="$PWD/$ARCH_BUILD"
+  make -s lib ARCH="$ARCH_DEB" BUILD="$PWD/$ARCH_BUILD"
 fi
 ctest/build.sh
 # The benchmark programs are the host's (its smoke suite is not run elsewhere).

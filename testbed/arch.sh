@@ -7,7 +7,9 @@
 #   ARCH_RUST     the toolchain's name: Rust's, zig's and the Makefile's ARCH
 #   ARCH_FOREIGN  1 when it is not the host's architecture
 #   ARCH_KFLAVOUR the flavour of Debian's kernel (linux-image-FLAVOUR)
-#   ARCH_BUILD    where make lib ARCH=... puts librsverbs.so.1 (relative)
+#   ARCH_BUILD    where make lib ARCH=... puts librsverbs.so.1 (relative):
+#                 build, or build-ARCH_DEB for another architecture (the
+#                 Makefile's default BUILD for that ARCH)
 #   ARCH_QEMU     qemu-system binary and machine arguments (an array)
 #   ARCH_CONSOLE  the kernel's console=
 #   ARCH_NET_DEV  qemu's virtio-net device for the bus of this machine
@@ -47,7 +49,7 @@ esac
 ARCH_FOREIGN=0
 [[ $ARCH_DEB == "$(dpkg --print-architecture)" ]] || ARCH_FOREIGN=1
 ARCH_BUILD=build
-((ARCH_FOREIGN == 0)) || ARCH_BUILD=build/$ARCH_RUST
+((ARCH_FOREIGN == 0)) || ARCH_BUILD=build-$ARCH_DEB
 # arch_test_bin USERLAND: where ctest/build.sh puts the test programs of
 # USERLAND for this architecture (relative), and where the guest finds them.
 arch_test_bin() {

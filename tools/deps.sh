@@ -43,10 +43,10 @@ install_missing() {
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
-# tools/deps.sh --cross ARCH (aarch64, powerpc64le, s390x): the cross C
-# compiler and libc, qemu-user-static (the s390x unit tests run under it),
-# and the Rust standard library for ARCH-unknown-linux-gnu, from rustup when
-# the toolchain is rustup's (docs/architectures.md).
+# tools/deps.sh --cross ARCH (arm64, ppc64el, s390x, or the toolchain's
+# aarch64, powerpc64le): the cross C compiler and libc, qemu-user-static (the
+# s390x unit tests run under it), and the Rust standard library of the
+# target, from rustup when the toolchain is rustup's (docs/architectures.md).
 if [ "${1:-}" = --cross ]; then
   # shellcheck source=testbed/arch.sh
   RSVERBS_ARCH=${2:?--cross ARCH} . testbed/arch.sh
@@ -54,7 +54,11 @@ if [ "${1:-}" = --cross ]; then
   install_missing cross "gcc-$a-linux-gnu" "libc6-dev-$ARCH_DEB-cross" qemu-user-static
   t=$a-unknown-linux-gnu
   if ! rustc --print sysroot 2>/dev/null | xargs -I{} test -d "{}/lib/rustlib/$t"; then
-    command -v rustup >/dev/null || { echo "cross: no Rust standard library for $t, and no rustup to add it" >&2; exit 1; }
+    command -v rustup >/dev/null || {
+      echo "cross: no Rust standard library for $t, and no rustup to add it (Debian's rustc-web:" \
+        "libstd-rust-web-dev:$ARCH_DEB, after dpkg --add-architecture $ARCH_DEB; docs/architectures.md)" >&2
+      exit 1
+    }
     echo "cross: rustup target add $t"
     rustup target add "$t" >/dev/null 2>&1 || { echo "cross: rustup target add $t failed" >&2; exit 1; }
   fi
