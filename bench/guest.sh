@@ -256,15 +256,13 @@ breakdown() { # breakdown LABEL CALLS
   echo "\`bench/spawn\` runs \`/bin/true\` $LOAD_N times per round ($LOAD_ROUNDS rounds, interleaved) with nothing," \
        "librsverbs.so.1, libibverbs.so.1 or an empty C library preloaded; \"added\" is the median over rounds" \
        "of the difference to \`/bin/true\` alone in the same round. The empty library is the dynamic" \
-       "loader's cost of one more object: what a \`no_std\` rsverbs could at best get down to."
+       "loader's cost of one more object, the least any preloaded library adds."
   echo
   cat "$W/loadcost.md"
   echo
-  echo "The decision on a \`no_std\` core: what librsverbs.so.1 adds to a process's start is measured above" \
-       "side by side with what libibverbs.so.1 adds (which every rdma-core program loads anyway) and with" \
-       "an empty library (the dynamic loader's fixed cost per object). A \`no_std\` rsverbs could save at" \
-       "most the difference between rsverbs and the empty library; the table gives it per run. rsverbs" \
-       "stays on std while that difference is below what libibverbs itself adds."
+  echo "librsverbs.so.1 is built without std (docs/building.md): what it adds beyond the empty library is" \
+       "its own relocations and its load-time constructor (src/lifecycle.rs), set" \
+       "side by side here with what libibverbs.so.1 adds, which every rdma-core program loads anyway."
   echo
   echo "## What tracing costs when it is off"
   echo
