@@ -245,8 +245,9 @@ matrix: deps all
 	ctest/matrix.sh
 
 # The architecture axis (docs/architectures.md): the bookworm cell on
-# Debian's arm64, ppc64el and s390x kernels and userlands, under TCG.
-ARCH_CELLS  := bookworm:bookworm:arm64 bookworm:bookworm:ppc64el bookworm:bookworm:s390x
+# Debian's arm64, ppc64el and s390x kernels and userlands, under TCG, and
+# arm64's sid cell (Linux 7.x, rdma-core 65).
+ARCH_CELLS  := bookworm:bookworm:arm64 sid:sid:arm64 bookworm:bookworm:ppc64el bookworm:bookworm:s390x
 matrix-arch: deps all
 	RSVERBS_MATRIX_CELLS="$${RSVERBS_MATRIX_CELLS:-$(ARCH_CELLS)}" ctest/matrix.sh
 
