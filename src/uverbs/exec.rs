@@ -100,12 +100,38 @@ unsafe fn syscall3(nr: libc::c_long, a: usize, b: usize, c: usize) -> isize {
     ret
 }
 
+/// The same on aarch64: `svc #0` (ARMv8.0, every core), as the kernel's
+/// syscall ABI (arch/arm64/kernel/syscall.c `invoke_syscall`): number in
+/// x8, arguments in x0-x2, result in x0; nothing else is clobbered. libc's
+/// `syscall()` would cost three `__errno_location` calls per verb here,
+/// because it sets `errno` that the caller must then restore.
+///
+/// # Safety
+/// As the syscall `nr` with these arguments.
+#[cfg(target_arch = "aarch64")]
+#[inline(always)]
+unsafe fn syscall3(nr: libc::c_long, a: usize, b: usize, c: usize) -> isize {
+    let ret: isize;
+    // SAFETY: the aarch64 Linux syscall ABI above.
+    unsafe {
+        core::arch::asm!(
+            "svc #0",
+            in("x8") nr,
+            inlateout("x0") a as isize => ret,
+            in("x1") b,
+            in("x2") c,
+            options(nostack),
+        );
+    }
+    ret
+}
+
 /// Other architectures: libc's `syscall()`, normalised to -errno with
 /// `errno` restored.
 ///
 /// # Safety
 /// As the syscall `nr` with these arguments.
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 unsafe fn syscall3(nr: libc::c_long, a: usize, b: usize, c: usize) -> isize {
     let _errno = crate::error::ErrnoGuard::save();
     // SAFETY: forwarded from the caller.
