@@ -34,7 +34,7 @@ impl Path {
     fn new(ibdev_path: &[c_char; IBV_SYSFS_PATH_MAX]) -> Self {
         let mut p = Path { buf: [0; IBV_SYSFS_PATH_MAX + 64], len: 0 };
         for &c in ibdev_path.iter().take_while(|&&c| c != 0) {
-            p.push(&[c as u8]);
+            p.push(&c.to_ne_bytes()); // c_char: i8 or u8 by target
         }
         p
     }
