@@ -118,7 +118,7 @@ pub fn each(mut f: impl FnMut(&Attachment)) {
     }
 }
 
-/// The LIDs `qp` has `gid` attached with.
+/// The LIDs `qp` has `gid` attached with, in ascending order.
 pub fn lids(qp: QpKey, gid: &[u8; 16]) -> Vec<u16> {
     let mut v = Vec::new();
     each(|a| {
@@ -126,6 +126,9 @@ pub fn lids(qp: QpKey, gid: &[u8; 16]) -> Vec<u16> {
             v.push(a.lid);
         }
     });
+    // In LID order, not the table's slot order, which depends on what
+    // else the table holds (the lid-mismatch hint lists them).
+    v.sort_unstable();
     v
 }
 
