@@ -122,13 +122,15 @@ pub fn each(mut f: impl FnMut(&Attachment)) {
 pub fn lids(qp: QpKey, gid: &[u8; 16]) -> Vec<u16> {
     let mut v = Vec::new();
     each(|a| {
-        if a.qp == qp && a.gid == *gid && !v.contains(&a.lid) {
-            v.push(a.lid);
+        // In LID order, not the table's slot order, which depends on what
+        // else the table holds (the lid-mismatch hint lists them); kept in
+        // order as it grows, so that no sort is linked for a list this short.
+        if a.qp == qp && a.gid == *gid {
+            if let Err(at) = v.binary_search(&a.lid) {
+                v.insert(at, a.lid);
+            }
         }
     });
-    // In LID order, not the table's slot order, which depends on what
-    // else the table holds (the lid-mismatch hint lists them).
-    v.sort_unstable();
     v
 }
 
