@@ -11,7 +11,11 @@ LOAD_N=${BENCH_LOAD_N:-200}
 
 run_loadcost() {
   local r w ibv empty out
-  ibv=$(readlink -f /usr/lib/x86_64-linux-gnu/libibverbs.so.1)
+  # The loader's own path for it, whatever the architecture's multiarch
+  # directory (/lib/aarch64-linux-gnu/..., /lib/x86_64-linux-gnu/...).
+  ibv=$(ldconfig -p | awk '$1 == "libibverbs.so.1" { print $NF; exit }')
+  [ -n "$ibv" ] || die "ldconfig -p names no libibverbs.so.1"
+  ibv=$(readlink -f "$ibv")
   empty=$BIN/lib/libempty.so
   declare -A what=([true]="" [rsverbs]=$LIB [libibverbs]=$ibv [empty]=$empty)
   : > "$W/load.tsv"
