@@ -126,7 +126,7 @@ for cell in $CELLS; do
       echo "FAIL $s produced no results in this cell" >> "$d/matrix-failures"
     fi
     lbl=$s
-    [ "$s:$siw_boot" = siw: ] || [ "$s" != siw ] || lbl="siw(on $siw_boot)"
+    if [ "$s" = siw ] && [ -n "$siw_boot" ]; then lbl="siw(on $siw_boot)"; fi
     p=$((p + sp)) f=$((f + sf)) per="$per $lbl $sp/$sf"
   done
   if [ $prc -ne 0 ]; then notes="$notes prepare failed ($prc);"; fi
