@@ -46,24 +46,25 @@ if [ "$ARCH_FOREIGN" = 1 ]; then
   mkdir -p "$SCRATCH/bench" "$SCRATCH/ctest/vm"
   cp bench/*.c bench/timing.h "$SCRATCH/bench/"
   cp ctest/vm/common.h "$SCRATCH/ctest/vm/"
-  # shellcheck disable=SC2016 # the script runs in the chroot: its $ are its own
+  # shellcheck disable=SC2016 # the script's $ are its own
   {
     echo 'set -eu; cd "$(dirname "$0")"; export PKG_CONFIG_PATH=$PWD/lib/pkgconfig'
+    root_cc_lines "$root"
     printf 'CFLAGS=(%s)\nRPATH=%q\n' "${CFLAGS[*]}" "$lib"
     echo 'build() { # NAME LIBS...
       local name=$1; shift
-      cc "${CFLAGS[@]}" -o "bin/$name" "bench/$name.c" -libverbs "$@"
-      cc "${CFLAGS[@]}" -o "bin/$name.rsv" "bench/$name.c" $(pkg-config --cflags --libs rsverbs) -Wl,-rpath,"$RPATH" "$@"
+      "${CC[@]}" "${CFLAGS[@]}" -o "bin/$name" "bench/$name.c" -libverbs "$@"
+      "${CC[@]}" "${CFLAGS[@]}" -o "bin/$name.rsv" "bench/$name.c" $(pkg-config --cflags --libs rsverbs) -Wl,-rpath,"$RPATH" "$@"
     }
     build bench -ldl -lm
     build curve -lpthread
-    cc "${CFLAGS[@]}" -o bin/spawn bench/spawn.c -ldl
-    cc -O2 -shared -fPIC -o bin/libempty.so -x c /dev/null'
+    "${CC[@]}" "${CFLAGS[@]}" -o bin/spawn bench/spawn.c -ldl
+    "${CC[@]}" -O2 -shared -fPIC -o bin/libempty.so -x c /dev/null'
   } > "$SCRATCH/build.sh"
-  root_run "$root" "$SCRATCH_REL/build.sh"
+  root_build "$root"
   cp -p "$SCRATCH"/bin/{bench,bench.rsv,curve,curve.rsv,spawn} "$out/"
   cp -p "$SCRATCH/bin/libempty.so" "$lib/"
-  echo "bench/build.sh: built the benchmark programs in $out ($(root_describe "$root"), bookworm $ARCH_DEB)" >&2
+  echo "bench/build.sh: built the benchmark programs in $out ($(root_describe "$root"), bookworm $ARCH_DEB; $ROOT_BUILT)" >&2
   echo "$out"
   exit 0
 fi

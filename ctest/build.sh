@@ -62,27 +62,28 @@ fi
 # shellcheck source=testbed/rootbuild.sh
 . testbed/rootbuild.sh
 root_scratch "$root" "$B"
-s=$SCRATCH rel=$SCRATCH_REL
+s=$SCRATCH
 mkdir -p "$s/src"
 cp ctest/vm/*.c ctest/vm/*.h "$s/src/"
-# shellcheck disable=SC2016 # the script runs in the chroot: its $ are its own
+# shellcheck disable=SC2016 # the script's $ are its own
 {
   echo 'set -u; cd "$(dirname "$0")"; export PKG_CONFIG_PATH=$PWD/lib/pkgconfig; st=0'
+  root_cc_lines "$root"
   printf 'CFLAGS=(%s)\nLIBS=(%s)\nRPATH=%q\n' "${CFLAGS[*]}" "${LIBS[*]}" "$B"
   echo 'for src in src/*.c; do
     name=$(basename "$src" .c)
-    cc "${CFLAGS[@]}" -Isrc -o "bin/$name" "$src" -libverbs "${LIBS[@]}" || { echo "build: $name: compile failed"; st=1; }
-    cc "${CFLAGS[@]}" -Isrc -o "bin/$name.rsv" "$src" $(pkg-config --cflags --libs rsverbs) -Wl,-rpath,"$RPATH" "${LIBS[@]}" ||
+    "${CC[@]}" "${CFLAGS[@]}" -Isrc -o "bin/$name" "$src" -libverbs "${LIBS[@]}" || { echo "build: $name: compile failed"; st=1; }
+    "${CC[@]}" "${CFLAGS[@]}" -Isrc -o "bin/$name.rsv" "$src" $(pkg-config --cflags --libs rsverbs) -Wl,-rpath,"$RPATH" "${LIBS[@]}" ||
       { echo "build: $name.rsv: relink against librsverbs failed"; st=1; }
   done
   exit $st'
 } > "$s/build.sh"
 rc=0
-root_run "$root" "$rel/build.sh" || rc=$?
+root_build "$root" || rc=$?
 rm -f "$out"/*
 cp -p "$s"/bin/* "$out/" 2>/dev/null || true
 echo "$root" > "$stamp"
-echo "build: $(find "$out" -type f ! -name .root | wc -l) test binaries in $out ($(root_describe "$root"), $U)"
+echo "build: $(find "$out" -type f ! -name .root | wc -l) test binaries in $out ($(root_describe "$root"), $U; $ROOT_BUILT)"
 if [ $rc -ne 0 ]; then
   # Missing programs fail the suites that run them, visibly; the others run.
   echo "build: WARNING: some $U test programs did not build (see above)" >&2
