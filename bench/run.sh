@@ -16,8 +16,7 @@ cd "$(dirname "$0")/.."
 . testbed/arch.sh
 export RSVERBS_USERLAND=bookworm RSVERBS_KERNEL=bookworm
 if [ "$ARCH_FOREIGN" = 1 ]; then
-  tools/deps.sh --cross "$ARCH_DEB"
-  make -s lib ARCH="$ARCH_DEB" BUILD="$PWD/$ARCH_BUILD"
+  arch_lib
   make -s lib ARCH="$ARCH_DEB" BUILD="$PWD/bench/out/$ARCH_DEB/untraced" CARGO_TARGET=target/untraced \
     CARGO_FEATURES="--features bench-untraced"
   md=${BENCH_MD:-$PWD/bench/results/$ARCH_DEB.md}

@@ -20,8 +20,7 @@ K=${RSVERBS_KERNEL:-bookworm} U=${RSVERBS_USERLAND:-bookworm}
 . testbed/arch.sh
 # What the guest runs: the library and the test programs of its architecture.
 if [ "$ARCH_FOREIGN" = 1 ]; then
-  tools/deps.sh --cross "$ARCH_RUST"
-  make -s lib ARCH="$ARCH_DEB" BUILD="$PWD/$ARCH_BUILD"
+  arch_lib
 fi
 ctest/build.sh
 # The benchmark programs are the host's (its smoke suite is not run elsewhere).

@@ -70,3 +70,10 @@ arch_qemu_package() {
 	s390x) echo qemu-system-misc ;;
 	esac
 }
+# arch_lib: another architecture's cross toolchain (tools/deps.sh --cross)
+# and its library, build-ARCH/librsverbs.so.1 (make lib ARCH=...), for the
+# drivers that give a foreign guest its library (ctest/vm_suite.sh,
+# bench/run.sh).
+arch_lib() {
+	tools/deps.sh --cross "$ARCH_DEB" && make -s lib ARCH="$ARCH_DEB" BUILD="$PWD/$ARCH_BUILD"
+}
