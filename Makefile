@@ -140,8 +140,16 @@ LINK_CC     := env ZIG_GLOBAL_CACHE_DIR=$(RSVERBS_CACHE)/zig-cache ZIG_LOCAL_CAC
 LINK_LIBS   := $(NATIVE_LIBS)
 LINK_DEPS   := $(ZIG)
 else ifeq ($(LINKER),gnu)
-LINK_CC     := $(GNU_CC) -fuse-ld=bfd
-LINK_LIBS   := $(NATIVE_LIBS)
+# -nodefaultlibs, then the C library and libgcc.a only: Debian's own rustc
+# (rustc-web) ships a compiler_builtins with __gcc_personality_v0, whose
+# _Unwind_* references --whole-archive brings in. The driver's default
+# libgcc_s resolved them and stayed NEEDED (librsverbs1 then depended on
+# libgcc-s1, and dpkg-shlibdeps warned of a useless dependency), although
+# --gc-sections drops the personality; unresolved, they go with it.
+# (-static-libgcc would take them from libgcc_eh.a, whose _Unwind_Resume
+# clashes with src/runtime.rs'.)
+LINK_CC     := $(GNU_CC) -fuse-ld=bfd -nodefaultlibs
+LINK_LIBS   := $(NATIVE_LIBS) -lgcc
 LINK_DEPS   :=
 else
 $(error LINKER must be zig or gnu, not '$(LINKER)')
