@@ -2,7 +2,7 @@
 # make check: every suite, in order, continuing past failures; closes with
 # the total "N passed, N failed" line and fails if anything failed.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 mkdir -p ctest/out
 rm -f ctest/out/*.results
 start=$(date +%s)
