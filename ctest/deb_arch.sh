@@ -107,7 +107,7 @@ for a in $ARCHES; do
   dep_lib=$(dpkg-deb -f "$deb/librsverbs1_"*"_$a.deb" Depends)
   dep_tool=$(dpkg-deb -f "$deb/rsverbs-tools_"*"_$a.deb" Depends)
   check "$a: librsverbs1 Depends: $dep_lib (libc6 of $a alone, found by dpkg-shlibdeps)" \
-    bash -c "grep -Eq '^libc6 \(>= [0-9.]+\)$' <<<'$dep_lib'"
+    depends_on_libc_alone "$dep_lib"
   check "$a: rsverbs-tools Depends: $dep_tool" \
     bash -c "grep -q 'libc6 (>= ' <<<'$dep_tool' && grep -q 'libibverbs1 (>= ' <<<'$dep_tool'"
   lintian --fail-on error,warning "$deb"/*.changes >"$RESULTS_DIR/lintian-$a.txt" 2>&1

@@ -9,6 +9,10 @@ pass() { echo "PASS $SUITE: $*"; echo "PASS $*" >> "$RESULTS_DIR/$SUITE.results"
 fail() { echo "FAIL $SUITE: $*" >&2; echo "FAIL $*" >> "$RESULTS_DIR/$SUITE.results"; suite_failed=1; }
 # check NAME CMD...: runs CMD, passes when it exits 0.
 check() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name"; fi; }
+# depends_on_libc_alone DEPENDS: a package's Depends field is libc6 (>= V)
+# and nothing else, as dpkg-shlibdeps finds for librsverbs1: built without
+# std, the library links only the C library (Makefile, NATIVE_LIBS).
+depends_on_libc_alone() { grep -Eq '^libc6 \(>= [0-9.]+\)$' <<<"$1"; }
 finish() {
   local p f
   p=$(grep -c '^PASS' "$RESULTS_DIR/$SUITE.results" || true)
