@@ -5,10 +5,9 @@
 use crate::error::ErrnoGuard;
 use crate::os::{self, Once};
 use crate::rdma_core::release::{self, Release};
-use alloc::format;
-use alloc::string::String;
 use alloc::vec::Vec;
 use core::ffi::{CStr, c_char};
+use core::fmt::Write;
 use core::sync::atomic::{AtomicU8, Ordering::Acquire, Ordering::Release as Rel};
 
 unsafe extern "C" {
@@ -88,15 +87,17 @@ impl Switch {
         if cfg!(test) {
             return;
         }
-        let msg = format!(
-            "rsverbs[{}]: {}={} ignored: {why}; {off_what} off\n",
+        // On the stack (no allocation): the name, the value cut at the
+        // buffer's end, and the reason.
+        let mut msg = os::Text::<512>::new();
+        let _ = write!(
+            msg,
+            "rsverbs[{}]: {}={} ignored: {why}; {off_what} off",
             os::pid(),
-            self.name.to_string_lossy(),
-            String::from_utf8_lossy(value)
+            self.name.to_str().unwrap_or("?"),
+            core::str::from_utf8(value).unwrap_or("(not UTF-8)")
         );
-        let _errno = ErrnoGuard::save();
-        // SAFETY: a plain write of a valid buffer to stderr.
-        let _ = unsafe { libc::write(libc::STDERR_FILENO, msg.as_ptr().cast(), msg.len()) };
+        crate::sys::write_all(libc::STDERR_FILENO, msg.line());
     }
 }
 

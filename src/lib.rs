@@ -19,7 +19,8 @@
 //!   [`mgid`]: multicast GIDs (v4-mapped, the kernel's multicast test,
 //!   scope); `memcheck`: valgrind client requests for what the kernel wrote;
 //!   `os`: the C library's calls where a Rust program would use `std`
-//!   (files, pid, clock, a cell written once);
+//!   (files, pid, clock, a cell written once); `sys`: the raw syscalls,
+//!   never a cancellation point (open, read, write, close, futex);
 //! - [`uverbs`]: command encoding (`ioctl`, `write`), the only syscalls on
 //!   `cmd_fd` (`exec`), driver_id discovery and per-context routes (`route`);
 //! - [`rdma_core`]: what differs by rdma-core release and provider; `env`:
@@ -66,6 +67,7 @@ mod runtime;
 #[cfg(feature = "std")]
 pub mod safe;
 pub mod select;
+mod sys;
 pub mod sysfs;
 pub mod trace;
 pub mod uverbs;

@@ -7,7 +7,8 @@
 //! `getpid`, `Instant` reads `CLOCK_MONOTONIC`, `thread::yield_now` is
 //! `sched_yield`). Callers keep `errno` as they did around `std`'s calls.
 
-use crate::error::{Error, Result, errno};
+use crate::error::{Error, Result, errno, set_errno};
+use crate::sys;
 use alloc::ffi::CString;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -22,24 +23,63 @@ pub struct File(c_int);
 
 impl File {
     /// `open(path, O_RDONLY | O_CLOEXEC)`, once: Err with the errno it set.
+    /// Raw (`sys`): never a cancellation point.
     pub fn open(path: &CStr) -> Result<File> {
-        // SAFETY: path is NUL-terminated.
-        let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
-        if fd < 0 { Err(Error::sys(errno())) } else { Ok(File(fd)) }
+        let fd = sys::open(path, libc::O_RDONLY, 0).map_err(failed)?;
+        Ok(File(fd))
     }
 
     /// One `read(2)` into `buf`: the bytes read, or Err with the errno it set.
     pub fn read(&self, buf: &mut [u8]) -> Result<usize> {
-        // SAFETY: buf is writable for buf.len() bytes; the fd is ours.
-        let n = unsafe { libc::read(self.0, buf.as_mut_ptr().cast(), buf.len()) };
-        usize::try_from(n).map_err(|_| Error::sys(errno()))
+        sys::read(self.0, buf).map_err(failed)
     }
+}
+
+/// A failed raw call, with `errno` set as libc's wrapper would have set it:
+/// the sysfs fallback's callers read it as rdma-core's do.
+fn failed(code: c_int) -> Error {
+    set_errno(code);
+    Error::sys(code)
 }
 
 impl Drop for File {
     fn drop(&mut self) {
-        // SAFETY: the fd was opened by File::open and is closed once, here.
-        unsafe { libc::close(self.0) };
+        // The fd was opened by File::open and is closed once, here.
+        sys::close(self.0);
+    }
+}
+
+/// Text built on the stack (no allocation), cut at `N` bytes: a message
+/// that one `write()` sends.
+pub struct Text<const N: usize> {
+    buf: [u8; N],
+    len: usize,
+}
+
+impl<const N: usize> Text<N> {
+    pub const fn new() -> Self {
+        Text { buf: [0; N], len: 0 }
+    }
+    /// The bytes so far and a final newline (the last byte gives way to it
+    /// when the text is full).
+    pub fn line(&mut self) -> &[u8] {
+        if N == 0 {
+            return &[];
+        }
+        if self.len == N {
+            self.len -= 1;
+        }
+        self.buf[self.len] = b'\n';
+        &self.buf[..=self.len]
+    }
+}
+
+impl<const N: usize> core::fmt::Write for Text<N> {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let n = s.len().min(N - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        Ok(())
     }
 }
 

@@ -32,8 +32,7 @@ fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
             None => write!(l, "panicked: {}", info.message()),
         };
         let line = l.finish();
-        // SAFETY: a plain write of a valid buffer to stderr.
-        let _ = unsafe { libc::write(libc::STDERR_FILENO, line.as_ptr().cast(), line.len()) };
+        crate::sys::write_all(libc::STDERR_FILENO, line);
     }
     // SAFETY: abort(3) may be called from anywhere; it does not return.
     unsafe { libc::abort() }
@@ -128,23 +127,42 @@ unsafe impl GlobalAlloc for Malloc {
     }
 }
 
-/// The personality routine and the resume call that the landing pads of
-/// core's and alloc's precompiled code name: the toolchain ships them built
-/// with `panic = "unwind"`, and only std defines the two (std's
-/// library/std/src/sys/personality/gcc.rs `rust_eh_personality`; the
-/// unwinder's `_Unwind_Resume`). Nothing unwinds through those frames here:
-/// a panic aborts (above), and none of them calls anything that throws or
-/// is a cancellation point (the syscalls are in rsverbs' own code, built
-/// with `panic = "abort"`, which has no landing pads). So each is a stub
-/// that aborts, and the unwinder (zig's libunwind, libgcc_s) is not linked
-/// at all. Both stay local to the file (src/rsverbs.map: `local: *`).
+/// `_URC_CONTINUE_UNWIND` (unwind.h; the same value on every target
+/// rsverbs builds for).
+const URC_CONTINUE_UNWIND: core::ffi::c_int = 8;
+
+/// The personality routine that the landing pads of core's and alloc's
+/// precompiled code name: the toolchain ships them built with
+/// `panic = "unwind"`, and with `lto` they are inlined into rsverbs' own
+/// functions, the exports included, whose unwind tables then name this
+/// routine (std's is library/std/src/sys/personality/gcc.rs; std is not
+/// linked here).
+///
+/// A panic never unwinds (it aborts, above), but an unwind that starts
+/// outside rsverbs may pass through its frames: glibc's forced unwind of a
+/// thread that `pthread_exit()`s from a signal handler that interrupted a
+/// verb (nptl/unwind.c `__pthread_unwind`, libgcc's
+/// `_Unwind_ForcedUnwind`), or a C++ exception thrown from such a handler.
+/// libibverbs' frames have no personality and let both pass; so do these:
+/// "no handler and no cleanup here" in both phases, for every exception
+/// class. A cleanup of core's that is skipped could only free memory of
+/// the call in flight; rsverbs' own frames (`panic = "abort"`) have none,
+/// and hold no lock across a point where the thread can end
+/// (docs/security.md). Local to the file (src/rsverbs.map: `local: *`).
 #[unsafe(no_mangle)]
-extern "C" fn rust_eh_personality() -> ! {
-    // SAFETY: abort(3) may be called from anywhere; it does not return.
-    unsafe { libc::abort() }
+extern "C" fn rust_eh_personality(
+    _version: core::ffi::c_int,
+    _actions: core::ffi::c_int,
+    _class: u64,
+    _exception: *mut core::ffi::c_void,
+    _context: *mut core::ffi::c_void,
+) -> core::ffi::c_int {
+    URC_CONTINUE_UNWIND
 }
 
-/// See [`rust_eh_personality`].
+/// The resume call at the end of a landing pad. The personality above
+/// never enters one, so nothing calls this; it stays a stub that aborts,
+/// and the unwinder (zig's libunwind, libgcc_s) is not linked at all.
 #[unsafe(no_mangle)]
 extern "C" fn _Unwind_Resume() -> ! {
     // SAFETY: abort(3) may be called from anywhere; it does not return.

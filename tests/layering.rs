@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 /// The layers, lowest first: a module may import only from its own layer
 /// (without a cycle) or from below.
 const LAYERS: &[&[&str]] = &[
-    &["abi", "error", "mgid", "memcheck", "os"], // struct mirror, errno, pure helpers, libc
+    &["abi", "error", "mgid", "memcheck", "os", "sys"], // struct mirror, errno, pure helpers, libc, raw syscalls
     &["uverbs"],                             // encoders, the syscalls, routes
     &["rdma_core", "env"],                   // release and provider knowledge, switches
     &["view"],                               // safe views of rdma-core objects

@@ -17,8 +17,8 @@
 //! never changes the verb's result: a join that fails is reported in the
 //! trace (when `RSVERBS_TRACE` is on) and otherwise ignored.
 //!
-//! Counting and sockets are in [`counts`] and [`sock`], behind one spin
-//! lock, held across the verb itself ([`exclusive`], from hooks.rs): one
+//! Counting and sockets are in [`counts`] and [`sock`], behind one
+//! sleeping lock (a futex), held across the verb itself ([`exclusive`], from hooks.rs): one
 //! thread's attach and its join never cross another's detach and leave of
 //! the same group. A thread never waits for itself (a signal handler), and
 //! the lock is fork-safe: the atfork child handler ([`after_fork_in_child`])
@@ -35,7 +35,7 @@ use crate::view::{Context, McastView};
 use alloc::vec::Vec;
 use core::cell::UnsafeCell;
 use core::ffi::c_int;
-use core::sync::atomic::{AtomicI32, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
+use core::sync::atomic::{AtomicU32, Ordering::Acquire, Ordering::Relaxed, Ordering::Release, Ordering::SeqCst};
 use counts::Counts;
 use sock::{Pool, Sock};
 
@@ -68,43 +68,85 @@ pub struct State {
     pool: Pool,
 }
 
-/// The state, behind a spin lock that a forked child can take over. The
-/// lock word is the holder's thread id (0: free), so that a thread never
-/// waits for itself: a signal handler that interrupts an attach or detach
-/// and calls one itself gets no IP-level join rather than a deadlock.
+/// The state, behind a sleeping lock (a futex) that a forked child can
+/// take over. The lock word is the holder's thread id (0: free), so that a
+/// thread never waits for itself (a signal handler that interrupts an
+/// attach or detach and calls one itself gets no IP-level join rather than
+/// a deadlock), and a waiter can tell that the holder is gone.
 struct Locked {
-    holder: AtomicI32,
+    holder: AtomicU32,
+    /// Threads asleep on `holder` (or about to be): the release wakes one
+    /// only when there is one, so an uncontended lock costs no syscall.
+    waiters: AtomicU32,
     state: UnsafeCell<State>,
 }
 
 // SAFETY: `state` is only reached through `exclusive`, which holds the lock.
 unsafe impl Sync for Locked {}
 
-static STATE: Locked =
-    Locked { holder: AtomicI32::new(0), state: UnsafeCell::new(State { counts: Counts::new(), pool: Pool::new() }) };
+static STATE: Locked = Locked {
+    holder: AtomicU32::new(0),
+    waiters: AtomicU32::new(0),
+    state: UnsafeCell::new(State { counts: Counts::new(), pool: Pool::new() }),
+};
 
-fn tid() -> i32 {
-    // SAFETY: gettid(2) cannot fail (glibc's wrapper is newer than 2.17).
-    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
-}
+/// How long a waiter sleeps before it looks whether the holder still
+/// exists (a thread ended by `pthread_exit()` from a signal handler inside
+/// the verb: nothing else releases the lock then).
+const HOLDER_CHECK_MS: u32 = 100;
 
 /// Runs `f` with the lock held: the verb and its join or leave run under
 /// it (hooks.rs), so that a duplicate check, the kernel's answer and the
 /// counts of one (QP, group) never cross another thread's
 /// (docs/security.md). None when this thread holds the lock already.
+///
+/// A waiter sleeps in the kernel (`FUTEX_WAIT`, as glibc's mutexes do): it
+/// never spins, so a SCHED_FIFO waiter on the holder's CPU lets the holder
+/// run. Nothing inside is a cancellation point (crate::sys), so a
+/// cancelled thread never leaves it held; a holder that ends otherwise
+/// (`pthread_exit()` from a signal handler) is found gone by the next
+/// waiter within [`HOLDER_CHECK_MS`], which takes the lock over as the
+/// fork child does ([`after_fork_in_child`]).
 pub fn exclusive<R>(f: impl FnOnce(&mut State) -> R) -> Option<R> {
-    let me = tid();
-    while let Err(holder) = STATE.holder.compare_exchange_weak(0, me, Acquire, Relaxed) {
-        if holder == me {
-            note_skipped();
-            return None;
-        }
-        crate::os::yield_now();
+    let me = crate::sys::gettid() as u32;
+    if !lock(me) {
+        note_skipped();
+        return None;
     }
-    // SAFETY: the lock is ours until the store below; panics abort.
+    // SAFETY: the lock is ours until unlock(); panics abort.
     let r = f(unsafe { &mut *STATE.state.get() });
-    STATE.holder.store(0, Release);
+    unlock();
     Some(r)
+}
+
+/// Takes the lock for thread `me`; false when `me` holds it already.
+fn lock(me: u32) -> bool {
+    loop {
+        let holder = match STATE.holder.compare_exchange(0, me, Acquire, Relaxed) {
+            Ok(_) => return true,
+            Err(h) if h == me => return false,
+            Err(h) => h,
+        };
+        // SeqCst with unlock()'s store and load: either the holder sees
+        // this waiter and wakes it, or the kernel sees the word changed.
+        STATE.waiters.fetch_add(1, SeqCst);
+        crate::sys::futex_wait(&STATE.holder, holder, HOLDER_CHECK_MS);
+        STATE.waiters.fetch_sub(1, SeqCst);
+        if STATE.holder.load(Relaxed) == holder && !crate::sys::thread_alive(holder as i32) {
+            // The holder's thread is gone: take its lock over (once, if
+            // several waiters find it).
+            if STATE.holder.compare_exchange(holder, me, Acquire, Relaxed).is_ok() {
+                return true;
+            }
+        }
+    }
+}
+
+fn unlock() {
+    STATE.holder.store(0, SeqCst);
+    if STATE.waiters.load(SeqCst) != 0 {
+        crate::sys::futex_wake_one(&STATE.holder);
+    }
 }
 
 /// The atfork child handler's part (lifecycle.rs): the parent's counts are
@@ -196,6 +238,71 @@ fn note(what: &str, ifindex: u32, mgid: &Mgid, rc: c_int) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The calling thread's CPU time (microseconds) and its involuntary
+    /// context switches: a waiter that spins either burns its CPU (an idle
+    /// machine) or is preempted again and again (a loaded one;
+    /// `sched_yield` counts as involuntary, kernel/sched/core.c
+    /// `__schedule`); one asleep in the kernel does neither.
+    fn cpu_and_preemptions() -> (u64, u64) {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: ts is a valid out-pointer.
+        assert_eq!(unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) }, 0);
+        let status = std::fs::read_to_string("/proc/thread-self/status").expect("status");
+        let n = status
+            .lines()
+            .find_map(|l| l.strip_prefix("nonvoluntary_ctxt_switches:"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("nonvoluntary_ctxt_switches");
+        (ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000, n)
+    }
+
+    /// One test, so that nothing else takes the process's one lock
+    /// meanwhile: a waiter sleeps instead of spinning (issue 29 item 4:
+    /// the spin lock burned its CPU), gets the lock when it is released,
+    /// a thread never waits for itself, and a holder whose thread ended
+    /// without releasing is taken over.
+    #[test]
+    fn the_lock_sleeps_never_waits_for_itself_and_outlives_its_holder() {
+        use std::sync::mpsc::channel;
+        let (held_tx, held_rx) = channel();
+        let (go_tx, go_rx) = channel::<()>();
+        let (waited_tx, waited_rx) = channel();
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                exclusive(|_| {
+                    held_tx.send(()).expect("send");
+                    go_rx.recv().expect("recv");
+                })
+                .expect("lock");
+            });
+            held_rx.recv().expect("held");
+            s.spawn(move || {
+                let (c0, p0) = cpu_and_preemptions();
+                let inner = exclusive(|_| exclusive(|_| ()).is_none()).expect("lock after release");
+                let (c1, p1) = cpu_and_preemptions();
+                waited_tx.send((c1 - c0, p1 - p0, inner)).expect("send");
+            });
+            // The waiter waits: it has not returned after 300 ms of holding.
+            assert!(waited_rx.recv_timeout(std::time::Duration::from_millis(300)).is_err(), "did not wait");
+            go_tx.send(()).expect("release");
+            let (cpu, preempted, inner) = waited_rx.recv().expect("waiter");
+            assert!(inner, "a thread waited for itself");
+            assert!(cpu < 30_000 && preempted < 50, "waiter: {cpu} us of CPU, preempted {preempted} times in 300 ms");
+        });
+        // A holder whose thread ends inside (pthread_exit from a signal
+        // handler, here a thread that never unlocks): the next one takes over.
+        let dead = std::thread::spawn(|| {
+            let me = crate::sys::gettid() as u32;
+            assert!(lock(me));
+            me
+        })
+        .join()
+        .expect("holder");
+        assert_eq!(STATE.holder.load(Relaxed), dead);
+        assert_eq!(exclusive(|_| 7), Some(7));
+        assert_eq!(STATE.holder.load(Relaxed), 0);
+    }
 
     #[test]
     fn parse_values() {

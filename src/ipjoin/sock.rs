@@ -98,8 +98,8 @@ impl Pool {
                 Ok(s)
             }
             Err(e) => {
-                // SAFETY: fd was opened above and is not kept.
-                unsafe { libc::close(fd) };
+                // fd was opened above and is not kept.
+                crate::sys::close(fd);
                 Err(e)
             }
         }
@@ -125,8 +125,8 @@ impl Pool {
     pub fn close_inherited(&mut self) {
         for s in self.v4.iter().chain(self.v6.iter()) {
             if s.is_ours() {
-                // SAFETY: the socket this process inherited, still ours.
-                unsafe { libc::close(s.fd) };
+                // The socket this process inherited, still ours.
+                crate::sys::close(s.fd);
             }
         }
         // Sock is Copy: clear() frees nothing.

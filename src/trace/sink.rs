@@ -103,18 +103,8 @@ impl Sink {
                 None => return,
             }
         }
-        let mut done = 0;
-        while done < line.len() {
-            // SAFETY: the slice is readable for its length.
-            let n = unsafe { libc::write(fd, line[done..].as_ptr().cast(), line.len() - done) };
-            if n > 0 {
-                done += n as usize;
-            } else if n < 0 && crate::error::errno() == libc::EINTR {
-                continue;
-            } else {
-                return;
-            }
-        }
+        // Raw: never a cancellation point (crate::sys).
+        crate::sys::write_all(fd, line);
     }
 
     /// Opens the file again, when allowed, by one thread at a time; None
@@ -157,11 +147,7 @@ fn open(path: &CString, own: bool) -> Option<i32> {
         | libc::O_NOFOLLOW
         | libc::O_NOCTTY
         | libc::O_NONBLOCK;
-    // SAFETY: path is NUL-terminated.
-    let fd = unsafe { libc::open(path.as_ptr(), flags, 0o600 as libc::c_uint) };
-    if fd < 0 {
-        return None;
-    }
+    let fd = crate::sys::open(path, flags, 0o600).ok()?;
     // SAFETY: an all-zero stat is valid; fstat fills it or fails.
     let mut st: libc::stat = unsafe { core::mem::zeroed() };
     // SAFETY: fd is the file just opened; st is a valid out-pointer.
@@ -170,8 +156,7 @@ fn open(path: &CString, own: bool) -> Option<i32> {
         // SAFETY: geteuid cannot fail.
         && (!own || st.st_uid == unsafe { libc::geteuid() });
     if !ok {
-        // SAFETY: fd is ours, opened above.
-        unsafe { libc::close(fd) };
+        crate::sys::close(fd);
         return None;
     }
     Some(fd)

@@ -6,6 +6,7 @@
 use super::ioctl::{ATTR_F_VALID_OUTPUT, Cmd, RDMA_VERBS_IOCTL};
 use super::write::WriteCmd;
 use crate::error::{Error, Result};
+use crate::sys::syscall3;
 use core::ffi::c_int;
 
 /// `ioctl(fd, RDMA_VERBS_IOCTL, cmd)`. The kernel writes attribute flags back
@@ -72,98 +73,6 @@ pub fn write<P>(fd: c_int, cmd: &WriteCmd<P>) -> Result<()> {
 pub fn report(code: c_int) -> Error {
     crate::error::set_errno(code);
     Error::quiet(code)
-}
-
-/// One three-argument syscall; returns the kernel's value (-errno on
-/// failure) and leaves `errno` alone.
-///
-/// # Safety
-/// As the syscall `nr` with these arguments.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-unsafe fn syscall3(nr: libc::c_long, a: usize, b: usize, c: usize) -> isize {
-    let ret: isize;
-    // SAFETY: the x86_64 Linux syscall ABI: number in rax, arguments in
-    // rdi/rsi/rdx, result in rax; the instruction clobbers rcx and r11.
-    unsafe {
-        core::arch::asm!(
-            "syscall",
-            inlateout("rax") nr as isize => ret,
-            in("rdi") a,
-            in("rsi") b,
-            in("rdx") c,
-            lateout("rcx") _,
-            lateout("r11") _,
-            options(nostack),
-        );
-    }
-    ret
-}
-
-/// The same on aarch64: `svc #0` (ARMv8.0, every core), as the kernel's
-/// syscall ABI (arch/arm64/kernel/syscall.c `invoke_syscall`): number in
-/// x8, arguments in x0-x2, result in x0; nothing else is clobbered. libc's
-/// `syscall()` would cost three `__errno_location` calls per verb here,
-/// because it sets `errno` that the caller must then restore.
-///
-/// # Safety
-/// As the syscall `nr` with these arguments.
-#[cfg(target_arch = "aarch64")]
-#[inline(always)]
-unsafe fn syscall3(nr: libc::c_long, a: usize, b: usize, c: usize) -> isize {
-    let ret: isize;
-    // SAFETY: the aarch64 Linux syscall ABI above.
-    unsafe {
-        core::arch::asm!(
-            "svc #0",
-            in("x8") nr,
-            inlateout("x0") a as isize => ret,
-            in("x1") b,
-            in("x2") c,
-            options(nostack),
-        );
-    }
-    ret
-}
-
-/// The same on s390x: `svc 0` with the number in r1, as the kernel's
-/// syscall ABI (arch/s390/kernel/syscall.c `__do_syscall`: a zero SVC code
-/// takes the number from gpr 1), arguments in r2-r4, result in r2; nothing
-/// else is clobbered (glibc's s390-64 `INTERNAL_SYSCALL_SVC0` names only
-/// memory). Inline assembly is stable on s390x from Rust 1.84.
-///
-/// # Safety
-/// As the syscall `nr` with these arguments.
-#[cfg(target_arch = "s390x")]
-#[inline(always)]
-unsafe fn syscall3(nr: libc::c_long, a: usize, b: usize, c: usize) -> isize {
-    let ret: isize;
-    // SAFETY: the s390x Linux syscall ABI above.
-    unsafe {
-        core::arch::asm!(
-            "svc 0",
-            in("r1") nr,
-            inlateout("r2") a as isize => ret,
-            in("r3") b,
-            in("r4") c,
-            options(nostack),
-        );
-    }
-    ret
-}
-
-/// Other architectures: libc's `syscall()`, normalised to -errno with
-/// `errno` restored. (powerpc64's inline assembly is stable only from a
-/// Rust release later than this crate's rust-version.)
-///
-/// # Safety
-/// As the syscall `nr` with these arguments.
-#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "s390x")))]
-unsafe fn syscall3(nr: libc::c_long, a: usize, b: usize, c: usize) -> isize {
-    let _errno = crate::error::ErrnoGuard::save();
-    // SAFETY: forwarded from the caller.
-    let rc = unsafe { libc::syscall(nr, a, b, c) };
-    if rc < 0 { -(crate::error::errno() as isize) } else { rc as isize }
 }
 
 #[cfg(test)]
