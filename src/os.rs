@@ -60,6 +60,20 @@ impl<const N: usize> Text<N> {
     pub const fn new() -> Self {
         Text { buf: [0; N], len: 0 }
     }
+    /// The text as a C string (a NUL appended): None when it does not fit,
+    /// or holds a NUL already.
+    pub fn cstr(&mut self) -> Option<&CStr> {
+        if self.len == N {
+            return None;
+        }
+        self.buf[self.len] = 0;
+        CStr::from_bytes_with_nul(&self.buf[..=self.len]).ok()
+    }
+    /// The text as `&str` (always UTF-8 when only written through
+    /// `fmt::Write`, unless cut inside a character: None then).
+    pub fn as_str(&self) -> Option<&str> {
+        core::str::from_utf8(&self.buf[..self.len]).ok()
+    }
     /// The bytes so far and a final newline (the last byte gives way to it
     /// when the text is full).
     pub fn line(&mut self) -> &[u8] {

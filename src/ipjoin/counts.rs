@@ -19,6 +19,10 @@ use alloc::vec::Vec;
 
 struct Member {
     qp: QpKey,
+    /// The QP's number: a QP at the same (context address, handle) with
+    /// another number is a new QP of a new context (the old one closed with
+    /// groups attached), not this one ([`Counts::forget_stale`]).
+    qpn: u32,
     mgid: Mgid,
     /// The netdevs this attachment counts on (fixed at attach time, so a
     /// detach leaves exactly what the attach counted).
@@ -54,7 +58,7 @@ impl<H: Copy> Counts<H> {
     /// netdevs where the group is not joined yet (its first user, or an
     /// earlier join that failed): the caller joins there and reports each
     /// with [`Counts::joined`]. A duplicate attach returns nothing.
-    pub fn attach(&mut self, qp: QpKey, mgid: &Mgid, ifindexes: &[u32]) -> Vec<u32> {
+    pub fn attach(&mut self, qp: QpKey, qpn: u32, mgid: &Mgid, ifindexes: &[u32]) -> Vec<u32> {
         if self.has(qp, mgid) {
             return Vec::new();
         }
@@ -78,8 +82,25 @@ impl<H: Copy> Counts<H> {
                 }
             }
         }
-        self.members.push(Member { qp, mgid: *mgid, ifindexes: mine });
+        self.members.push(Member { qp, qpn, mgid: *mgid, ifindexes: mine });
         to_join
+    }
+
+    /// Ends the attachments of a QP that is gone: those counted for `qp`
+    /// (its context's address and handle) under another QP number than
+    /// `qpn`. A context closed with groups still attached (failover after
+    /// `IBV_EVENT_DEVICE_FATAL`) and a new one at the same address whose QP
+    /// has the same handle would otherwise be taken for the old QP: its
+    /// attach for a duplicate, never joined (the registry's rule,
+    /// `registry::forget_stale`). Returns what to leave, as [`Counts::detach`]
+    /// does, with each one's group.
+    pub fn forget_stale(&mut self, qp: QpKey, qpn: u32) -> Vec<(u32, Mgid, H)> {
+        let mut to_leave = Vec::new();
+        while let Some(m) = self.members.iter().find(|m| m.qp == qp && m.qpn != qpn) {
+            let mgid = m.mgid;
+            to_leave.extend(self.detach(qp, &mgid).into_iter().map(|(i, h)| (i, mgid, h)));
+        }
+        to_leave
     }
 
     /// The group is now joined on `ifindex`, held by `h`.
@@ -150,11 +171,11 @@ mod tests {
     #[test]
     fn a_membership_whose_socket_is_gone_is_joined_again() {
         let mut c = Counts::new();
-        assert_eq!(c.attach(QP1, &g(9), &[3]), vec![3]);
+        assert_eq!(c.attach(QP1, QP1.handle, &g(9), &[3]), vec![3]);
         c.joined(3, &g(9), 10);
-        assert_eq!(c.attach(QP2, &g(9), &[3]), vec![]);
+        assert_eq!(c.attach(QP2, QP2.handle, &g(9), &[3]), vec![]);
         c.forget_held(|&fd| fd == 10);
-        assert_eq!(c.attach(QP3, &g(9), &[3]), vec![3]);
+        assert_eq!(c.attach(QP3, QP3.handle, &g(9), &[3]), vec![3]);
         c.joined(3, &g(9), 11);
         assert_eq!(c.detach(QP1, &g(9)), vec![]);
         assert_eq!(c.detach(QP2, &g(9)), vec![]);
@@ -164,10 +185,10 @@ mod tests {
     #[test]
     fn first_attach_joins_last_detach_leaves() {
         let mut c = Counts::new();
-        assert_eq!(c.attach(QP1, &g(1), &[3]), vec![3]);
+        assert_eq!(c.attach(QP1, QP1.handle, &g(1), &[3]), vec![3]);
         c.joined(3, &g(1), 10);
-        assert_eq!(c.attach(QP2, &g(1), &[3]), Vec::<u32>::new());
-        assert_eq!(c.attach(QP3, &g(1), &[3]), Vec::<u32>::new());
+        assert_eq!(c.attach(QP2, QP2.handle, &g(1), &[3]), Vec::<u32>::new());
+        assert_eq!(c.attach(QP3, QP3.handle, &g(1), &[3]), Vec::<u32>::new());
         assert_eq!(c.users(3, &g(1)), 3);
         assert_eq!(c.detach(QP2, &g(1)), vec![]);
         assert_eq!(c.detach(QP1, &g(1)), vec![]);
@@ -178,9 +199,9 @@ mod tests {
     #[test]
     fn duplicate_attach_then_one_detach_leaves() {
         let mut c = Counts::new();
-        assert_eq!(c.attach(QP1, &g(2), &[3]), vec![3]);
+        assert_eq!(c.attach(QP1, QP1.handle, &g(2), &[3]), vec![3]);
         c.joined(3, &g(2), 10);
-        assert_eq!(c.attach(QP1, &g(2), &[3]), Vec::<u32>::new());
+        assert_eq!(c.attach(QP1, QP1.handle, &g(2), &[3]), Vec::<u32>::new());
         assert_eq!(c.users(3, &g(2)), 1);
         assert_eq!(c.detach(QP1, &g(2)), vec![(3, 10)]);
         // A second detach (the kernel answers EINVAL, so it never comes
@@ -191,12 +212,12 @@ mod tests {
     #[test]
     fn groups_and_netdevs_are_apart() {
         let mut c = Counts::new();
-        assert_eq!(c.attach(QP1, &g(1), &[3, 7, 3]), vec![3, 7]);
+        assert_eq!(c.attach(QP1, QP1.handle, &g(1), &[3, 7, 3]), vec![3, 7]);
         c.joined(3, &g(1), 10);
         c.joined(7, &g(1), 10);
-        assert_eq!(c.attach(QP2, &g(2), &[3]), vec![3]);
+        assert_eq!(c.attach(QP2, QP2.handle, &g(2), &[3]), vec![3]);
         c.joined(3, &g(2), 11);
-        assert_eq!(c.attach(QP2, &g(1), &[7]), Vec::<u32>::new());
+        assert_eq!(c.attach(QP2, QP2.handle, &g(1), &[7]), Vec::<u32>::new());
         assert_eq!(c.detach(QP1, &g(1)), vec![(3, 10)]);
         assert_eq!(c.detach(QP2, &g(1)), vec![(7, 10)]);
         assert_eq!(c.detach(QP2, &g(2)), vec![(3, 11)]);
@@ -205,21 +226,37 @@ mod tests {
     #[test]
     fn a_failed_join_is_retried_and_never_left() {
         let mut c = Counts::new();
-        assert_eq!(c.attach(QP1, &g(4), &[3]), vec![3]);
+        assert_eq!(c.attach(QP1, QP1.handle, &g(4), &[3]), vec![3]);
         // no joined(): the join failed
-        assert_eq!(c.attach(QP2, &g(4), &[3]), vec![3]);
+        assert_eq!(c.attach(QP2, QP2.handle, &g(4), &[3]), vec![3]);
         assert_eq!(c.detach(QP1, &g(4)), vec![]);
         assert_eq!(c.detach(QP2, &g(4)), vec![]);
-        assert_eq!(c.attach(QP1, &g(4), &[3]), vec![3]);
+        assert_eq!(c.attach(QP1, QP1.handle, &g(4), &[3]), vec![3]);
         c.joined(3, &g(4), 12);
         assert_eq!(c.detach(QP1, &g(4)), vec![(3, 12)]);
+    }
+
+    /// Issue 29 item 5: a new context at the address of one closed with a
+    /// group attached, whose QP has the same handle but another number,
+    /// is joined again (before: taken for a duplicate, never joined).
+    #[test]
+    fn a_new_qp_at_an_old_qps_key_is_joined() {
+        let mut c = Counts::new();
+        assert_eq!(c.attach(QP1, 0x11, &g(6), &[3]), vec![3]);
+        c.joined(3, &g(6), 10);
+        // The old context is gone; the new QP 0x12 at QP1's key attaches.
+        assert_eq!(c.forget_stale(QP1, 0x12), vec![(3, g(6), 10)]);
+        assert_eq!(c.attach(QP1, 0x12, &g(6), &[4]), vec![4]);
+        assert_eq!(c.forget_stale(QP1, 0x12), vec![]);
+        c.joined(4, &g(6), 10);
+        assert_eq!(c.detach(QP1, &g(6)), vec![(4, 10)]);
     }
 
     #[test]
     fn unknown_detach_and_no_netdev() {
         let mut c: Counts<i32> = Counts::new();
         assert_eq!(c.detach(QP1, &g(5)), vec![]);
-        assert_eq!(c.attach(QP1, &g(5), &[]), Vec::<u32>::new());
+        assert_eq!(c.attach(QP1, QP1.handle, &g(5), &[]), Vec::<u32>::new());
         assert!(c.has(QP1, &g(5)));
         assert_eq!(c.detach(QP1, &g(5)), vec![]);
         assert!(!c.has(QP1, &g(5)));

@@ -180,13 +180,19 @@ impl State {
             return;
         }
         let key = q.key;
+        // Attachments of an older QP at this key (its context closed with
+        // groups attached): left before this call is counted.
+        for (i, old, s) in self.counts.forget_stale(key, q.qpn) {
+            let r = self.pool.leave(s, i, &old).err().unwrap_or(0);
+            note("leave", i, &old, r);
+        }
         if v.attach {
             if self.counts.has(key, &mgid) {
                 return; // a duplicate: one attachment in the kernel
             }
             let ifindexes = v.ctx.map_or_else(Vec::new, |ctx| netdevs(&ctx, key.handle));
             self.counts.forget_held(|s| !s.is_ours());
-            for i in self.counts.attach(key, &mgid, &ifindexes) {
+            for i in self.counts.attach(key, q.qpn, &mgid, &ifindexes) {
                 match self.pool.join(i, &mgid) {
                     Ok(s) => {
                         self.counts.joined(i, &mgid, s);

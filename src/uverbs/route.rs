@@ -38,7 +38,7 @@ use super::exec;
 use super::ioctl;
 use super::table;
 use crate::error::{ErrnoGuard, Error, Result, set_errno};
-use alloc::format;
+use core::fmt::Write;
 use core::ffi::c_int;
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 
@@ -237,10 +237,15 @@ fn is_uverbs_chardev(fd: c_int) -> bool {
     if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFCHR {
         return false;
     }
-    let path = format!("/sys/dev/char/{}:{}/subsystem\0", libc::major(st.st_rdev), libc::minor(st.st_rdev));
+    // On the stack: the first call of a verb on a context comes here, and
+    // allocates nothing (a failed malloc must not abort a verb that
+    // rdma-core answers without allocating).
+    let mut path = crate::os::Text::<64>::new();
+    let _ = write!(path, "/sys/dev/char/{}:{}/subsystem", libc::major(st.st_rdev), libc::minor(st.st_rdev));
+    let Some(path) = path.cstr() else { return false };
     let mut buf = [0u8; 256];
     // SAFETY: path is NUL-terminated; buf is writable for its length.
-    let n = unsafe { libc::readlink(path.as_ptr().cast(), buf.as_mut_ptr().cast(), buf.len()) };
+    let n = unsafe { libc::readlink(path.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
     n > 0 && buf[..n as usize].ends_with(b"/infiniband_verbs")
 }
 
