@@ -3,9 +3,13 @@
  *
  *   unload LIB ROUNDS   dlopen LIB and dlclose it ROUNDS times, then fork:
  *                       the child forks once more and execs /bin/true.
- * Prints "unload: ok" and exits 0 when every child exited 0; exits 1
- * otherwise, naming the signal that killed a child. */
+ * The process's open fds are counted before and after the rounds: with
+ * RSVERBS_TRACE=FILE each load opened the trace file, and each unload
+ * must close it (issue 29 item 6: 100 rounds left 100 fds before).
+ * Prints "unload: ok" and exits 0 when every child exited 0 and no fd
+ * was left; exits 1 otherwise, naming the signal that killed a child. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +35,18 @@ static int child_status(pid_t pid, const char *what)
 	return 0;
 }
 
+static int open_fds(void)
+{
+	int n = 0;
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		return -1;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
@@ -38,6 +54,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	int rounds = atoi(argv[2]);
+	int fds = open_fds();
 	for (int i = 0; i < rounds; i++) {
 		void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
 		if (!h) {
@@ -57,6 +74,10 @@ int main(int argc, char **argv)
 			printf("unload: still mapped after dlclose\n");
 			return 1;
 		}
+	}
+	if (open_fds() != fds) {
+		printf("unload: %d fds open before %d loads and unloads, %d after\n", fds, rounds, open_fds());
+		return 1;
 	}
 	fflush(stdout);
 	pid_t pid = fork();

@@ -27,6 +27,10 @@ for l in "$linker:$B/librsverbs.so.1" "$other:$twin/librsverbs.so.1"; do
   check "$name: dlopen, dlclose, fork, exec: the children live ($(tail -1 "$O/$name.out"))" ok "$O/$name.out"
   "$O/unload" "$lib" 5 > "$O/$name.5.out" 2>&1
   check "$name: five loads and unloads, then fork: the children live" ok "$O/$name.5.out"
+  rm -f "$O/$name.trace"
+  RSVERBS_TRACE="$PWD/$O/$name.trace" "$O/unload" "$lib" 100 > "$O/$name.traced.out" 2>&1
+  check "$name: 100 loads and unloads with RSVERBS_TRACE=FILE leave no fd open ($(tail -1 "$O/$name.traced.out"))" \
+    ok "$O/$name.traced.out"
   ASAN_OPTIONS=detect_leaks=1 "$O/unload.asan" "$lib" 2 > "$O/$name.asan.out" 2>&1
   check "$name: the same under ASan, no error" ok "$O/$name.asan.out"
   if command -v valgrind >/dev/null; then

@@ -11,7 +11,8 @@
 //!   ([`route::no_fast_write`]); the IP join forgets the parent's counts
 //!   and closes its inherited sockets ([`ipjoin::after_fork_in_child`]).
 //! - **unload** (`.fini_array`, at exit or dlclose): the trace's last lines
-//!   ([`trace::at_unload`]), then this object's atfork handler is dropped
+//!   and its file closed ([`trace::at_unload`]), the IP join's sockets
+//!   closed ([`ipjoin::at_unload`]), then this object's atfork handler is dropped
 //!   (`__cxa_finalize`, below).
 //!
 //! No other module registers a constructor, a destructor or an atfork
@@ -76,6 +77,7 @@ extern "C" fn in_child() {
 /// second call finds nothing left to run.
 extern "C" fn at_unload() {
     trace::at_unload();
+    ipjoin::at_unload();
     // SAFETY: this object's own handle; runs its remaining __cxa_atexit
     // handlers (none are registered by rsverbs) and drops its atfork handler.
     unsafe { __cxa_finalize(dso_handle()) };

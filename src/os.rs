@@ -69,11 +69,6 @@ impl<const N: usize> Text<N> {
         self.buf[self.len] = 0;
         CStr::from_bytes_with_nul(&self.buf[..=self.len]).ok()
     }
-    /// The text as `&str` (always UTF-8 when only written through
-    /// `fmt::Write`, unless cut inside a character: None then).
-    pub fn as_str(&self) -> Option<&str> {
-        core::str::from_utf8(&self.buf[..self.len]).ok()
-    }
     /// The bytes so far and a final newline (the last byte gives way to it
     /// when the text is full).
     pub fn line(&mut self) -> &[u8] {

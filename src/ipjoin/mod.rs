@@ -162,9 +162,28 @@ pub fn after_fork_in_child() {
     // SAFETY: the child has one thread, this one, and it is not inside
     // `exclusive` (fork is not called from there).
     let st = unsafe { &mut *STATE.state.get() };
-    st.pool.close_inherited();
+    st.pool.close_ours();
     core::mem::forget(core::mem::replace(&mut st.counts, Counts::new()));
     STATE.holder.store(0, Release);
+}
+
+/// At unload (lifecycle.rs): the sockets are closed, their memberships
+/// ending with them (a plugin loaded and unloaded with groups joined
+/// orphaned them before), and the counts freed. Only when the lock is free:
+/// a thread inside a verb at exit is not waited for. The lock is kept, so
+/// that nothing joins after.
+pub fn at_unload() {
+    if MODE.peek() != Some(ON) {
+        return;
+    }
+    let me = crate::sys::gettid() as u32;
+    if STATE.holder.compare_exchange(0, me, Acquire, Relaxed).is_err() {
+        return;
+    }
+    // SAFETY: the lock is ours, for good.
+    let st = unsafe { &mut *STATE.state.get() };
+    st.pool.close_ours();
+    st.counts = Counts::new();
 }
 
 impl State {

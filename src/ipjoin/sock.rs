@@ -115,14 +115,15 @@ impl Pool {
         membership(s.fd, false, ifindex, mgid)
     }
 
-    /// In a forked child: close the inherited sockets that are still
-    /// rsverbs'. The memberships stay with the parent, which shares the open
-    /// file descriptions (close(2) of one reference does not release the
-    /// socket), so the child never drops them (an IP_DROP_MEMBERSHIP on a
-    /// shared socket would end the parent's). fstat, close and no
-    /// allocation or free: async-signal-safe, as an atfork child handler
-    /// must be.
-    pub fn close_inherited(&mut self) {
+    /// Closes the sockets that are still rsverbs'. In a forked child (the
+    /// inherited ones): the memberships stay with the parent, which shares
+    /// the open file descriptions (close(2) of one reference does not
+    /// release the socket), so the child never drops them (an
+    /// IP_DROP_MEMBERSHIP on a shared socket would end the parent's). At
+    /// unload: the memberships end with the sockets, which nothing could
+    /// close after the library is gone. fstat, close and no allocation or
+    /// free: async-signal-safe, as an atfork child handler must be.
+    pub fn close_ours(&mut self) {
         for s in self.v4.iter().chain(self.v6.iter()) {
             if s.is_ours() {
                 // The socket this process inherited, still ours.
@@ -197,7 +198,7 @@ mod tests {
         assert_eq!(pool.join(lo, &g), Ok(s));
         assert_eq!(pool.leave(s, lo, &g), Ok(()));
         assert_eq!(pool.leave(s, lo, &g), Err(libc::EADDRNOTAVAIL));
-        pool.close_inherited();
+        pool.close_ours();
     }
 
     /// docs/security.md: past one socket's limit the pool opens
@@ -236,7 +237,7 @@ mod tests {
             assert!(pool.join(lo, &Mgid(m)).is_ok(), "IPv6 join {i} of {n6}");
         }
         assert!(pool.sizes().1 >= 2, "{n6} IPv6 groups on {:?} sockets", pool.sizes());
-        pool.close_inherited();
+        pool.close_ours();
     }
 
     /// docs/security.md: a socket the program closed, whose number the
@@ -263,7 +264,7 @@ mod tests {
         assert_eq!(membership(theirs, true, lo, &g), Ok(()));
         assert!(!s.is_ours());
         assert_eq!(pool.leave(s, lo, &g), Err(libc::EBADF), "dropped the program's membership");
-        pool.close_inherited();
+        pool.close_ours();
         // SAFETY: fcntl(2) on the program's fd.
         assert!(unsafe { libc::fcntl(theirs, libc::F_GETFD) } >= 0, "closed the program's fd");
         assert_eq!(membership(theirs, false, lo, &g), Ok(()), "the program's membership is gone");

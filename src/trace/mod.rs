@@ -116,6 +116,7 @@ pub fn at_unload() {
     if m == Some(HINTS) {
         hints::at_exit(pid);
     }
+    sink::close();
 }
 
 /// The line, the registry and the hints of one traced attach or detach

@@ -18,7 +18,9 @@
 
 use crate::os::Once;
 use alloc::ffi::CString;
-use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
+use core::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicU64, Ordering::AcqRel, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
+};
 
 /// One destination for lines.
 pub struct Sink {
@@ -45,6 +47,13 @@ pub fn to_stderr() {
 /// Lines are appended to `path`. Returns false when it cannot be opened.
 pub fn to_file(path: &[u8]) -> bool {
     SINK.to_file(path)
+}
+
+/// At unload: the file's fd, when it is still ours, is closed (a plugin
+/// loaded and unloaded a hundred times left a hundred fds before); lines
+/// after it go nowhere.
+pub fn close() {
+    SINK.close();
 }
 
 /// Writes one line (the caller keeps `errno`).
@@ -88,6 +97,18 @@ impl Sink {
             self.ino.store(ino, Relaxed);
         }
         self.fd.store(fd, Release);
+    }
+
+    fn close(&self) {
+        self.reopen.store(false, Relaxed);
+        let fd = self.fd.swap(-1, AcqRel);
+        // Never stderr, never an fd the program has taken over.
+        if fd >= 0
+            && self.to_file.load(Relaxed)
+            && identity(fd) == Some((self.dev.load(Relaxed), self.ino.load(Relaxed)))
+        {
+            crate::sys::close(fd);
+        }
     }
 
     fn emit(&self, line: &[u8]) {
@@ -269,6 +290,27 @@ mod tests {
         assert_eq!(fds_on(&f), 1, "re-opened more than once");
         // SAFETY: the program's fd, closed by the program.
         unsafe { libc::close(ours) };
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// Issue 29 item 6: closed at unload, and only when still ours.
+    #[test]
+    fn close_releases_the_file_once_and_never_stderr() {
+        let d = dir("close");
+        let f = d.join("trace");
+        let s = Sink::new();
+        assert!(s.to_file(f.as_os_str().as_encoded_bytes()));
+        assert_eq!(fds_on(&f), 1);
+        s.close();
+        assert_eq!(fds_on(&f), 0, "the trace file's fd outlived the unload");
+        s.emit(b"after\n");
+        assert_eq!(fds_on(&f), 0, "re-opened after the unload");
+        s.close();
+        let e = Sink::new();
+        e.to_stderr();
+        e.close();
+        // SAFETY: F_GETFD on stderr only reads its flags.
+        assert!(unsafe { libc::fcntl(libc::STDERR_FILENO, libc::F_GETFD) } >= 0, "closed stderr");
         let _ = std::fs::remove_dir_all(&d);
     }
 
