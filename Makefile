@@ -123,7 +123,9 @@ CARGO_LINK  := flags=$$(tools/cross-sysroot.sh --rustflags $(ARCH_DEB) $(RSVERBS
                env $(CARGO_ENV)_LINKER=$(GNU_CC) $(CARGO_ENV)_RUSTFLAGS="$$flags" $(CARGO)
 endif
 OBJCOPY     ?= objcopy
-LINK_FLAGS  := -shared -Wl,-soname,$(SONAME) -Wl,--version-script=src/rsverbs.map \
+# --hash-style=gnu: DT_GNU_HASH only (glibc reads it since 2.5, below the
+# floor), not the SysV .hash too: 512 bytes of the stripped file (make size).
+LINK_FLAGS  := -shared -Wl,-soname,$(SONAME) -Wl,--version-script=src/rsverbs.map -Wl,--hash-style=gnu \
                -Wl,--gc-sections -Wl,--as-needed -Wl,-z,relro,-z,now -Wl,-z,defs \
                -Wl,--whole-archive $(STATICLIB) -Wl,--no-whole-archive
 # What the library calls: the C library, and libdl for dladdr and dlsym
