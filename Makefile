@@ -123,7 +123,9 @@ CARGO_LINK  := flags=$$(tools/cross-sysroot.sh --rustflags $(ARCH_DEB) $(RSVERBS
                env $(CARGO_ENV)_LINKER=$(GNU_CC) $(CARGO_ENV)_RUSTFLAGS="$$flags" $(CARGO)
 endif
 OBJCOPY     ?= objcopy
-LINK_FLAGS  := -shared -Wl,-soname,$(SONAME) -Wl,--version-script=src/rsverbs.map \
+# --hash-style=gnu: DT_GNU_HASH only (glibc reads it since 2.5, below the
+# floor), not the SysV .hash too: 512 bytes of the stripped file (make size).
+LINK_FLAGS  := -shared -Wl,-soname,$(SONAME) -Wl,--version-script=src/rsverbs.map -Wl,--hash-style=gnu \
                -Wl,--gc-sections -Wl,--as-needed -Wl,-z,relro,-z,now -Wl,-z,defs \
                -Wl,--whole-archive $(STATICLIB) -Wl,--no-whole-archive
 # What the library calls: the C library, and libdl for dladdr and dlsym
@@ -155,7 +157,7 @@ else
 $(error LINKER must be zig or gnu, not '$(LINKER)')
 endif
 
-.PHONY: all lib tool example size header deps deps-cbindgen check check-unit check-abi check-vm check-sanitize check-traced fuzz demo compat bench matrix matrix-arch faults fanout \
+.PHONY: all lib tool example size header deps deps-build deps-cbindgen check check-unit check-abi check-vm check-sanitize check-traced fuzz demo compat bench matrix matrix-arch faults fanout \
         install install-debug uninstall clean zig deb deps-deb check-deb check-deb-arch check-freshroot check-install
 
 all: lib tool example $(BUILD)/pkgconfig/rsverbs.pc
@@ -214,11 +216,21 @@ $(BUILD)/pkgconfig/rsverbs.pc: pkgconfig/rsverbs.pc.in Makefile
 	mkdir -p $(dir $@)
 	$(call PC_SED,$(CURDIR),$(BUILD),$(CURDIR)/include) $< > $@
 
-header: deps-cbindgen
+header: deps-build deps-cbindgen
 	cbindgen --quiet --config cbindgen.toml --crate rsverbs --output include/rsverbs.h
 
 deps:
 	@tools/deps.sh
+
+# Every build installs what it needs first, for a fresh Debian 12 machine
+# (tools/deps.sh --build): the Rust and C toolchains and libibverbs-dev;
+# python3-pip while LINKER=zig's zig is not fetched; for another ARCH, its
+# cross gcc and Rust standard library (rustup's, or Debian's
+# libstd-rust-web-dev:ARCH through multiarch). One dpkg query when nothing
+# is missing.
+deps-build:
+	@tools/deps.sh --build $(if $(filter zig,$(LINKER)),$(if $(wildcard $(ZIG)),none,zig),none) $(if $(CARGO_ARCH),$(ARCH_DEB))
+$(STATICLIB) $(TOOL_BIN) $(EXAMPLE) $(ZIG): | deps-build
 
 deps-cbindgen:
 	@command -v cbindgen >/dev/null && cbindgen --version | grep -q ' $(CBINDGEN_VERSION)$$' \
@@ -228,7 +240,7 @@ deps-cbindgen:
 check: deps deps-cbindgen all
 	ctest/check.sh
 
-check-unit:
+check-unit: deps-build
 	ctest/unit.sh
 
 check-abi: deps-cbindgen all
@@ -240,11 +252,11 @@ check-vm: deps all
 	ctest/vm_suite.sh
 
 # Host sanitizer and lint checks (valgrind on the Rust tests, clippy, SAFETY comments, ASan builds).
-check-sanitize: all
+check-sanitize: deps all
 	ctest/sanitize.sh
 
 # Long fuzz run of the sysfs parsers (RSVERBS_FUZZ_SECS, default 600); make check replays the corpus.
-fuzz:
+fuzz: deps-build
 	RSVERBS_FUZZ_SECS=$${RSVERBS_FUZZ_SECS:-600} $(CARGO) test --release --locked --test fuzz_parsers -- --ignored --nocapture fuzz_long
 
 # The real-kernel suites in every (userland, kernel) cell (ctest/matrix.sh;

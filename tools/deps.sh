@@ -2,6 +2,8 @@
 # Installs the Debian 12 packages the build and the tests need, as root,
 # only when one is missing (so a warm machine pays one dpkg query).
 #   tools/deps.sh                   make deps: the build's and the tests' packages
+#   tools/deps.sh --build ZIG [ARCH]  make deps-build: what make's build needs (below)
+#   tools/deps.sh --cross ARCH      another architecture's toolchain (below)
 #   tools/deps.sh --deb [LINTIAN]   make deps-deb: what make deb needs, dpkg-dev,
 #                                   debhelper and LINTIAN (the Makefile's; none
 #                                   when empty)
@@ -40,28 +42,77 @@ install_missing() {
   fi
   echo "$tag: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  apt-get -o DPkg::Lock::Timeout=600 update -qq
+  apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
-# tools/deps.sh --cross ARCH (arm64, ppc64el, s390x, or the toolchain's
-# aarch64, powerpc64le): the cross C compiler and libc, qemu-user-static (the
-# s390x unit tests run under it), and the Rust standard library of the
-# target, from rustup when the toolchain is rustup's (docs/architectures.md).
-if [ "${1:-}" = --cross ]; then
+# rust_toolchain: Debian's cargo-web and rustc-web when the cargo on PATH is
+# missing or older than rust-version (TAG starts the messages).
+rust_toolchain() {
+  cargo_ok && return 0
+  install_missing "$1" cargo-web rustc-web
+  if ! PATH=/usr/bin:$PATH cargo_ok; then
+    echo "$1: Debian's cargo-web is older than rust-version $rust_version: $(/usr/bin/cargo --version 2>&1)" >&2
+    exit 1
+  fi
+  echo "$1: using Debian's $(/usr/bin/cargo --version) and $(/usr/bin/rustc --version) (cargo-web, rustc-web)"
+}
+# cross TAG ARCH [PKG...] (arm64, ppc64el, s390x, or the toolchain's
+# aarch64, powerpc64le): the cross C compiler and libc, the PKGs, and the
+# Rust standard library of the target (docs/architectures.md): rustup's
+# when the toolchain is rustup's, else Debian's, the package of the rustc on
+# PATH (libstd-rust-web-dev for rustc-web) of ARCH, through multiarch (dpkg
+# --add-architecture ARCH: the host's own Debian 12 sources).
+cross() {
+  local tag=$1 t std pkg
   # shellcheck source=testbed/arch.sh
   RSVERBS_ARCH=${2:?--cross ARCH} . testbed/arch.sh
-  a=$ARCH_RUST
-  install_missing cross "gcc-$a-linux-gnu" "libc6-dev-$ARCH_DEB-cross" qemu-user-static
-  t=$a-unknown-linux-gnu
-  if ! rustc --print sysroot 2>/dev/null | xargs -I{} test -d "{}/lib/rustlib/$t"; then
-    command -v rustup >/dev/null || {
-      echo "cross: no Rust standard library for $t, and no rustup to add it (Debian's rustc-web:" \
-        "libstd-rust-web-dev:$ARCH_DEB, after dpkg --add-architecture $ARCH_DEB; docs/architectures.md)" >&2
+  shift 2
+  install_missing "$tag" "gcc-$ARCH_RUST-linux-gnu" "libc6-dev-$ARCH_DEB-cross" "$@"
+  t=$ARCH_RUST-unknown-linux-gnu
+  has_std() { rustc --print sysroot 2>/dev/null | xargs -I{} test -d "{}/lib/rustlib/$t"; }
+  has_std && return 0
+  if command -v rustup >/dev/null; then
+    echo "$tag: rustup target add $t"
+    rustup target add "$t" >/dev/null 2>&1 || { echo "$tag: rustup target add $t failed" >&2; exit 1; }
+    return 0
+  fi
+  pkg=$(dpkg -S "$(command -v rustc)" 2>/dev/null | cut -d: -f1) || true
+  case $pkg in
+    rustc-web) std=libstd-rust-web-dev ;;
+    rustc) std=libstd-rust-dev ;;
+    *) echo "$tag: no Rust standard library for $t: the rustc on PATH ($(command -v rustc || echo none))" \
+         "is neither rustup's nor Debian's" >&2; exit 1 ;;
+  esac
+  if ! dpkg --print-foreign-architectures | grep -qx "$ARCH_DEB"; then
+    [ "$(id -u)" = 0 ] || {
+      echo "$tag: missing $std:$ARCH_DEB; run as root or: sudo dpkg --add-architecture $ARCH_DEB" \
+        "&& sudo apt-get update && sudo apt-get install $std:$ARCH_DEB" >&2
       exit 1
     }
-    echo "cross: rustup target add $t"
-    rustup target add "$t" >/dev/null 2>&1 || { echo "cross: rustup target add $t failed" >&2; exit 1; }
+    echo "$tag: dpkg --add-architecture $ARCH_DEB (for $std:$ARCH_DEB)"
+    dpkg --add-architecture "$ARCH_DEB"
   fi
+  # The same version as the rustc of the host (Multi-Arch: same).
+  install_missing "$tag" "$std:$ARCH_DEB"
+  has_std || { echo "$tag: $std:$ARCH_DEB installed, yet rustc finds no $t" >&2; exit 1; }
+}
+# tools/deps.sh --cross ARCH: cross (above), and qemu-user-static (crossarch
+# runs the unit tests of ARCH under it).
+if [ "${1:-}" = --cross ]; then
+  cross cross "${2:-}" qemu-user-static
+  exit 0
+fi
+# tools/deps.sh --build ZIG [ARCH]: make's build (the library, the command,
+# the example; make deps-build): the Rust toolchain, the C toolchain,
+# libibverbs-dev (the command and the example link it), python3-pip when
+# ZIG is "zig" (the Makefile's: LINKER=zig and zig not fetched yet), and
+# for another ARCH the cross toolchain and Rust standard library.
+if [ "${1:-}" = --build ]; then
+  pkgs=(build-essential pkg-config libibverbs-dev)
+  [ "${2:-}" = zig ] && pkgs+=(python3-pip)
+  install_missing build "${pkgs[@]}"
+  rust_toolchain build
+  [ -z "${3:-}" ] || cross build "$3"
   exit 0
 fi
 if [ "${1:-}" = --deb ]; then
@@ -70,17 +121,8 @@ if [ "${1:-}" = --deb ]; then
   exit 0
 fi
 
-rust=()
-cargo_ok || rust=(cargo-web rustc-web)
-
 pkgs=(build-essential pkg-config libibverbs-dev librdmacm-dev rdma-core ibverbs-providers
       ibverbs-utils rdmacm-utils perftest qemu-system-x86 busybox-static cpio kmod iproute2
       libseccomp-dev valgrind strace python3-pip)
-install_missing deps "${pkgs[@]}" ${rust[@]+"${rust[@]}"}
-if [ ${#rust[@]} -gt 0 ]; then
-  if ! PATH=/usr/bin:$PATH cargo_ok; then
-    echo "deps: Debian's cargo-web is older than rust-version $rust_version: $(/usr/bin/cargo --version 2>&1)" >&2
-    exit 1
-  fi
-  echo "deps: using Debian's $(/usr/bin/cargo --version) and $(/usr/bin/rustc --version) (cargo-web, rustc-web)"
-fi
+install_missing deps "${pkgs[@]}"
+rust_toolchain deps
