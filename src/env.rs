@@ -5,7 +5,6 @@
 use crate::error::ErrnoGuard;
 use crate::os::{self, Once};
 use crate::rdma_core::release::{self, Release};
-use alloc::vec::Vec;
 use core::ffi::{CStr, c_char};
 use core::fmt::Write;
 use core::sync::atomic::{AtomicU8, Ordering::Acquire, Ordering::Release as Rel};
@@ -110,17 +109,24 @@ pub fn allow_disassoc_destroy() -> bool {
     FLAG.get_or_init(|| {
         let rdmav = getenv(c"RDMAV_ALLOW_DISASSOC_DESTROY");
         let mlx4 = getenv(c"MLX4_DEVICE_FATAL_CLEANUP");
-        disassoc_flag(release::installed(), rdmav.as_deref(), mlx4.as_deref())
+        disassoc_flag(release::installed(), rdmav.as_ref().map(os::Text::as_bytes), mlx4.as_ref().map(os::Text::as_bytes))
     })
 }
 
-/// `getenv(3)`, copied: rdma-core reads these two with plain getenv.
-fn getenv(name: &CStr) -> Option<Vec<u8>> {
+/// `getenv(3)`, its first 32 bytes copied to the stack (no allocation on
+/// a verb path; the flag only asks whether the value is `0`, which a cut
+/// never makes it): rdma-core reads these two with plain getenv.
+fn getenv(name: &CStr) -> Option<os::Text<32>> {
     // SAFETY: name is NUL-terminated; the result is NULL or a
     // NUL-terminated string in the environment, copied at once.
     let value = unsafe { libc::getenv(name.as_ptr()) };
+    if value.is_null() {
+        return None;
+    }
+    let mut t = os::Text::new();
     // SAFETY: as above.
-    (!value.is_null()).then(|| unsafe { CStr::from_ptr(value) }.to_bytes().to_vec())
+    t.push_bytes(unsafe { CStr::from_ptr(value) }.to_bytes());
+    Some(t)
 }
 
 /// rdma-core 40.0 (commit 5a0210036, "consistently parse environment

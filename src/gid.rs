@@ -17,7 +17,6 @@ use crate::error::{Error, Result};
 use crate::sysfs::{self, Want};
 use crate::uverbs::ioctl::Cmd;
 use crate::uverbs::{after_einval, exec, ioctl, ioctl_checked, route};
-use alloc::vec;
 use alloc::vec::Vec;
 use core::ffi::c_int;
 use route::{Key, Route};
@@ -102,11 +101,13 @@ const MAX_ATTR_LEN: usize = u16::MAX as usize;
 /// attribute's length is a u16, so 2047 entries of 32 bytes.
 pub const TABLE_MAX: usize = MAX_ATTR_LEN / size_of::<ibv_gid_entry>();
 
-/// A zeroed buffer of [`TABLE_MAX`] entries: room for any device's whole
-/// table in one QUERY_GID_TABLE.
-pub fn table_buffer() -> Vec<ibv_gid_entry> {
+/// A zeroed buffer of [`TABLE_MAX`] entries (64 KiB, on the heap: no verb
+/// may need more than 4 KiB of stack, docs/security.md): room for any
+/// device's whole table in one QUERY_GID_TABLE. None when the allocation
+/// fails (its callers then answer ENOMEM or skip their work).
+pub fn table_buffer() -> Option<Vec<ibv_gid_entry>> {
     let zero = ibv_gid_entry { gid: ibv_gid { raw: [0; 16] }, gid_index: 0, port_num: 0, gid_type: 0, ndev_ifindex: 0 };
-    vec![zero; TABLE_MAX]
+    crate::os::try_filled(TABLE_MAX, zero)
 }
 
 /// What a GID-family command came to (cmd_fallback.c

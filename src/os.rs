@@ -9,7 +9,6 @@
 
 use crate::error::{Error, Result, errno, set_errno};
 use crate::sys;
-use alloc::ffi::CString;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::cell::UnsafeCell;
@@ -60,6 +59,16 @@ impl<const N: usize> Text<N> {
     pub const fn new() -> Self {
         Text { buf: [0; N], len: 0 }
     }
+    /// Appends `b`, cut at the capacity.
+    pub fn push_bytes(&mut self, b: &[u8]) {
+        let n = b.len().min(N - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&b[..n]);
+        self.len += n;
+    }
+    /// The bytes so far.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
     /// The text as a C string (a NUL appended): None when it does not fit,
     /// or holds a NUL already.
     pub fn cstr(&mut self) -> Option<&CStr> {
@@ -85,9 +94,7 @@ impl<const N: usize> Text<N> {
 
 impl<const N: usize> core::fmt::Write for Text<N> {
     fn write_str(&mut self, s: &str) -> core::fmt::Result {
-        let n = s.len().min(N - self.len);
-        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
-        self.len += n;
+        self.push_bytes(s.as_bytes());
         Ok(())
     }
 }
@@ -110,8 +117,11 @@ pub fn read_file(path: &CStr, out: &mut Vec<u8>) -> Result<()> {
     let f = retried(|| File::open(path))?;
     loop {
         let len = out.len();
-        // At least 256 bytes to read into, doubling as the file grows.
-        out.resize(len + len.max(256), 0);
+        // At least 256 bytes to read into, doubling as the file grows; a
+        // failed allocation ends the read (ENOMEM), never the process.
+        let more = len.max(256);
+        out.try_reserve(more).map_err(|_| Error::sys(libc::ENOMEM))?;
+        out.resize(len + more, 0);
         let n = retried(|| f.read(&mut out[len..]));
         out.truncate(len + n.unwrap_or(0));
         match n? {
@@ -124,11 +134,50 @@ pub fn read_file(path: &CStr, out: &mut Vec<u8>) -> Result<()> {
 /// The text of the file at `path` (a sysfs attribute, a /proc or configfs
 /// file), as `std::fs::read_to_string` gives it: None when it cannot be
 /// read, or is not UTF-8.
-pub fn read_text(path: impl Into<Vec<u8>>) -> Option<String> {
-    let path = CString::new(path).ok()?;
+pub fn read_text(path: &CStr) -> Option<String> {
     let mut bytes = Vec::new();
-    read_file(&path, &mut bytes).ok()?;
+    read_file(path, &mut bytes).ok()?;
     String::from_utf8(bytes).ok()
+}
+
+/// `rsverbs[PID]: out of memory: WHAT skipped`, on stderr, once per
+/// process (the features' failed allocations: docs/security.md, "Memory").
+#[cold]
+pub fn warn_once_no_memory(what: &str) {
+    static SAID: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+    if cfg!(test) || SAID.swap(true, Relaxed) {
+        return;
+    }
+    let mut l = Text::<192>::new();
+    let _ = core::fmt::Write::write_fmt(&mut l, format_args!("rsverbs[{}]: out of memory: {what} skipped", pid()));
+    crate::sys::write_all(libc::STDERR_FILENO, l.line());
+}
+
+/// `v.push(x)`, unless the allocation it needs fails: then false, and `v`
+/// as it was. The features' collections grow only through this (no path
+/// of rsverbs aborts on a failed malloc: docs/security.md).
+pub fn try_push<T>(v: &mut Vec<T>, x: T) -> bool {
+    if v.try_reserve(1).is_err() {
+        return false;
+    }
+    v.push(x);
+    true
+}
+
+/// `n` copies of `x`, or None when the allocation fails.
+pub fn try_filled<T: Clone>(n: usize, x: T) -> Option<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).ok()?;
+    v.resize(n, x);
+    Some(v)
+}
+
+/// `s` copied into a new `String`, or None when the allocation fails.
+pub fn try_string(s: &str) -> Option<String> {
+    let mut out = String::new();
+    out.try_reserve_exact(s.len()).ok()?;
+    out.push_str(s);
+    Some(out)
 }
 
 /// A directory stream (`opendir(3)`), closed when dropped.
@@ -267,9 +316,8 @@ mod tests {
         let first = |b: &[u8]| b.split(|&c| c == b'\n').next().map(<[u8]>::to_vec);
         assert_eq!(first(&maps), first(&std::fs::read("/proc/self/maps").expect("maps")));
         assert_eq!(read_file(c"/nonexistent/rsverbs", &mut maps), Err(Error::sys(libc::ENOENT)));
-        assert_eq!(read_text("/proc/sys/kernel/ostype").as_deref(), Some("Linux\n"));
-        assert_eq!(read_text("/nonexistent"), None);
-        assert_eq!(read_text("bad\0path"), None);
+        assert_eq!(read_text(c"/proc/sys/kernel/ostype").as_deref(), Some("Linux\n"));
+        assert_eq!(read_text(c"/nonexistent"), None);
     }
 
     #[test]
@@ -295,8 +343,8 @@ mod tests {
         assert_eq!(c.get_or_init(|| 7u32), 7);
         assert_eq!(c.get_or_init(|| 9), 7);
         assert_eq!(c.set(8), Err(8));
-        let s: Once<CString> = Once::new();
-        assert!(s.set(CString::new("a path").expect("no NUL")).is_ok());
+        let s: Once<std::ffi::CString> = Once::new();
+        assert!(s.set(std::ffi::CString::new("a path").expect("no NUL")).is_ok());
         assert_eq!(s.get().map(|p| p.as_bytes()), Some(&b"a path"[..]));
         // Dropped with the cell (memcheck: ctest/sanitize.sh).
         drop(s);

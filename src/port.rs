@@ -9,12 +9,9 @@ use crate::abi::ibv_gid_entry;
 use crate::os;
 use crate::uverbs::{self, route, route::Key};
 use crate::view::Device;
-use alloc::borrow::ToOwned;
-use alloc::ffi::CString;
-use alloc::format;
 use alloc::string::String;
-use alloc::vec;
 use alloc::vec::Vec;
+use core::fmt::Write;
 
 /// `enum ib_uverbs_write_cmds` (kernel include/uapi/rdma/ib_user_verbs.h).
 const CMD_QUERY_QP: u32 = 25;
@@ -53,29 +50,48 @@ pub fn qp_port(key: Key, handle: u32, dev: &Device) -> Option<u32> {
 
 /// The device's port when `ports/` lists exactly one.
 fn only_port(dev: &Device) -> Option<u32> {
-    let path = CString::new(format!("{}/ports", dev.sysfs())).ok()?;
-    let mut ports: Vec<u32> = Vec::new();
-    os::Dir::open(&path).ok()?.each_name(|n| ports.extend(core::str::from_utf8(n).ok().and_then(|n| n.parse::<u32>().ok())));
-    (ports.len() == 1).then(|| ports[0])
+    let mut path = Path::new();
+    let _ = write!(path, "{}/ports", dev.sysfs());
+    let (mut count, mut first) = (0, 0);
+    os::Dir::open(path.cstr()?).ok()?.each_name(|n| {
+        if let Some(p) = core::str::from_utf8(n).ok().and_then(|n| n.parse::<u32>().ok()) {
+            count += 1;
+            first = p;
+        }
+    });
+    (count == 1).then_some(first)
 }
 
-/// A sysfs attribute below the device, trimmed.
-fn attr(dev: &Device, rel: &str) -> Option<String> {
-    let s = os::read_text(format!("{}/{rel}", dev.sysfs()))?;
+/// A sysfs path, on the stack (no allocation: docs/security.md); a path
+/// that does not fit is not read.
+type Path = os::Text<256>;
+
+/// A sysfs attribute below the device, trimmed; None also when the
+/// allocation of its text fails.
+fn attr(dev: &Device, rel: core::fmt::Arguments<'_>) -> Option<String> {
+    let mut path = Path::new();
+    let _ = write!(path, "{}/{rel}", dev.sysfs());
+    let s = os::read_text(path.cstr()?)?;
     let t = s.trim();
-    (!t.is_empty()).then(|| t.to_owned())
+    if t.is_empty() {
+        None
+    } else if t.len() == s.len() {
+        Some(s)
+    } else {
+        os::try_string(t)
+    }
 }
 
 /// `ports/N/link_layer` is `Ethernet` (RoCE, iWARP) or `InfiniBand`
 /// (kernel sysfs.c `show_port_link_layer`).
 pub fn is_ethernet(dev: &Device, port: u32) -> bool {
-    attr(dev, &format!("ports/{port}/link_layer")).is_some_and(|l| l == "Ethernet")
+    attr(dev, format_args!("ports/{port}/link_layer")).is_some_and(|l| l == "Ethernet")
 }
 
 /// The netdev of GID `index` (kernel sysfs.c `print_ndev`: empty entries
 /// and IB ports have none).
 pub fn gid_netdev(dev: &Device, port: u32, index: u32) -> Option<String> {
-    attr(dev, &format!("ports/{port}/gid_attrs/ndevs/{index}"))
+    attr(dev, format_args!("ports/{port}/gid_attrs/ndevs/{index}"))
 }
 
 /// The netdev of the port's GIDs: that of the first populated entry (a
@@ -98,12 +114,17 @@ pub fn netdevs(key: Key, dev: &Device, port: u32) -> Vec<u32> {
     if !is_ethernet(dev, port) {
         return Vec::new();
     }
-    let Some(name) = port_netdev(dev, port).and_then(|n| CString::new(n).ok()) else {
-        return Vec::new();
-    };
+    let Some(netdev) = port_netdev(dev, port) else { return Vec::new() };
+    let mut name = os::Text::<{ libc::IF_NAMESIZE + 1 }>::new();
+    let _ = name.write_str(&netdev);
+    let Some(name) = name.cstr() else { return Vec::new() };
     // SAFETY: name is NUL-terminated.
     let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
-    if index == 0 { Vec::new() } else { vec![index] }
+    let mut v = Vec::new();
+    if index != 0 {
+        os::try_push(&mut v, index);
+    }
+    v
 }
 
 /// [`netdevs`] from QUERY_GID_TABLE; None when the kernel lacks it.
@@ -112,13 +133,14 @@ fn table_netdevs(key: Key, dev: &Device, port: u32) -> Option<Vec<u32>> {
     if route.gid_fallback() {
         return None;
     }
-    let mut entries = crate::gid::table_buffer();
+    let mut entries = crate::gid::table_buffer()?;
     let n = crate::gid::query_gid_table(key, &mut entries).ok()?;
-    let here = distinct_netdevs(&entries[..n], port)
-        .into_iter()
-        .filter(|&(ifindex, index)| named_alike(gid_netdev(dev, port, index).as_deref(), &name_here(ifindex)))
-        .map(|(ifindex, _)| ifindex)
-        .collect();
+    let mut here = Vec::new();
+    for (ifindex, index) in distinct_netdevs(&entries[..n], port) {
+        if named_alike(gid_netdev(dev, port, index).as_deref(), &name_here(ifindex)) && !os::try_push(&mut here, ifindex) {
+            break;
+        }
+    }
     Some(here)
 }
 
@@ -127,7 +149,7 @@ pub fn name_here(ifindex: u32) -> Option<String> {
     let mut name = [0 as core::ffi::c_char; libc::IF_NAMESIZE];
     // SAFETY: name has IF_NAMESIZE bytes, as if_indextoname requires.
     let p = unsafe { libc::if_indextoname(ifindex, name.as_mut_ptr()) };
-    (!p.is_null()).then(|| crate::abi::c_field(&name).to_owned())
+    if p.is_null() { None } else { os::try_string(crate::abi::c_field(&name)) }
 }
 
 /// The kernel gives a GID's netdev as an ifindex of the netdev's own
@@ -149,8 +171,12 @@ fn named_alike(sysfs: Option<&str>, here: &Option<String>) -> bool {
 pub fn distinct_netdevs(entries: &[ibv_gid_entry], port: u32) -> Vec<(u32, u32)> {
     let mut v: Vec<(u32, u32)> = Vec::new();
     for e in entries {
-        if e.port_num == port && e.ndev_ifindex != 0 && !v.iter().any(|&(i, _)| i == e.ndev_ifindex) {
-            v.push((e.ndev_ifindex, e.gid_index));
+        if e.port_num == port
+            && e.ndev_ifindex != 0
+            && !v.iter().any(|&(i, _)| i == e.ndev_ifindex)
+            && !os::try_push(&mut v, (e.ndev_ifindex, e.gid_index))
+        {
+            break;
         }
     }
     v

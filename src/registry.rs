@@ -126,8 +126,11 @@ pub fn lids(qp: QpKey, gid: &[u8; 16]) -> Vec<u16> {
         // else the table holds (the lid-mismatch hint lists them); kept in
         // order as it grows, so that no sort is linked for a list this short.
         if a.qp == qp && a.gid == *gid {
+            // A failed allocation leaves the LID out (no abort).
             if let Err(at) = v.binary_search(&a.lid) {
-                v.insert(at, a.lid);
+                if v.try_reserve(1).is_ok() {
+                    v.insert(at, a.lid);
+                }
             }
         }
     });

@@ -162,7 +162,7 @@ impl<'a> Context<'a> {
     /// Every valid entry of every port's GID table, as
     /// `ibv_query_gid_table` gives them.
     pub fn gid_table(&self) -> io::Result<Vec<GidEntry>> {
-        let mut buf = table_buffer();
+        let mut buf = table_buffer().ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
         // SAFETY: a live context; buf holds TABLE_MAX entries of that size.
         let n = unsafe { rsverbs_query_gid_table(self.raw.as_ptr(), buf.as_mut_ptr(), TABLE_MAX, 0, size_of::<ibv_gid_entry>()) };
         let n = usize::try_from(n).map_err(|_| io::Error::from_raw_os_error(-(n as i32)))?;

@@ -17,6 +17,10 @@ use crate::registry::QpKey;
 use crate::mgid::Mgid;
 use alloc::vec::Vec;
 
+/// An allocation failed: the call's counting was skipped.
+#[derive(Debug, PartialEq, Eq)]
+pub struct NoMemory;
+
 struct Member {
     qp: QpKey,
     /// The QP's number: a QP at the same (context address, handle) with
@@ -58,12 +62,24 @@ impl<H: Copy> Counts<H> {
     /// netdevs where the group is not joined yet (its first user, or an
     /// earlier join that failed): the caller joins there and reports each
     /// with [`Counts::joined`]. A duplicate attach returns nothing.
-    pub fn attach(&mut self, qp: QpKey, qpn: u32, mgid: &Mgid, ifindexes: &[u32]) -> Vec<u32> {
+    ///
+    /// Every allocation is made first, and fallibly: when one fails, the
+    /// attach is not counted and nothing is joined (no abort; the caller
+    /// says so once on stderr), as if the feature were off for this call.
+    pub fn attach(&mut self, qp: QpKey, qpn: u32, mgid: &Mgid, ifindexes: &[u32]) -> Result<Vec<u32>, NoMemory> {
         if self.has(qp, mgid) {
-            return Vec::new();
+            return Ok(Vec::new());
         }
+        let n = ifindexes.len();
         let mut to_join = Vec::new();
         let mut mine = Vec::new();
+        if to_join.try_reserve_exact(n).is_err()
+            || mine.try_reserve_exact(n).is_err()
+            || self.groups.try_reserve(n).is_err()
+            || self.members.try_reserve(1).is_err()
+        {
+            return Err(NoMemory);
+        }
         for &i in ifindexes {
             if mine.contains(&i) {
                 continue;
@@ -83,7 +99,7 @@ impl<H: Copy> Counts<H> {
             }
         }
         self.members.push(Member { qp, qpn, mgid: *mgid, ifindexes: mine });
-        to_join
+        Ok(to_join)
     }
 
     /// Ends the attachments of a QP that is gone: those counted for `qp`
@@ -94,13 +110,15 @@ impl<H: Copy> Counts<H> {
     /// attach for a duplicate, never joined (the registry's rule,
     /// `registry::forget_stale`). Returns what to leave, as [`Counts::detach`]
     /// does, with each one's group.
-    pub fn forget_stale(&mut self, qp: QpKey, qpn: u32) -> Vec<(u32, Mgid, H)> {
+    pub fn forget_stale(&mut self, qp: QpKey, qpn: u32) -> Result<Vec<(u32, Mgid, H)>, NoMemory> {
         let mut to_leave = Vec::new();
         while let Some(m) = self.members.iter().find(|m| m.qp == qp && m.qpn != qpn) {
             let mgid = m.mgid;
-            to_leave.extend(self.detach(qp, &mgid).into_iter().map(|(i, h)| (i, mgid, h)));
+            let left = self.detach(qp, &mgid)?;
+            to_leave.try_reserve(left.len()).map_err(|_| NoMemory)?;
+            to_leave.extend(left.into_iter().map(|(i, h)| (i, mgid, h)));
         }
-        to_leave
+        Ok(to_leave)
     }
 
     /// The group is now joined on `ifindex`, held by `h`.
@@ -114,12 +132,16 @@ impl<H: Copy> Counts<H> {
     /// whose last user this was and that are joined: the caller leaves them.
     /// A detach of a pair not attached through rsverbs (or attached before
     /// a fork, in the child) returns nothing.
-    pub fn detach(&mut self, qp: QpKey, mgid: &Mgid) -> Vec<(u32, H)> {
+    /// When the list cannot be allocated, the pair stays counted and
+    /// nothing is left (Err: a later detach cannot come, the kernel has
+    /// none; the membership stays until unload closes its socket).
+    pub fn detach(&mut self, qp: QpKey, mgid: &Mgid) -> Result<Vec<(u32, H)>, NoMemory> {
         let Some(at) = self.members.iter().position(|m| m.qp == qp && m.mgid == *mgid) else {
-            return Vec::new();
+            return Ok(Vec::new());
         };
-        let m = self.members.swap_remove(at);
         let mut to_leave = Vec::new();
+        to_leave.try_reserve_exact(self.members[at].ifindexes.len()).map_err(|_| NoMemory)?;
+        let m = self.members.swap_remove(at);
         for i in m.ifindexes {
             let Some(gi) = self.groups.iter().position(|g| g.ifindex == i && g.mgid == *mgid) else { continue };
             let g = &mut self.groups[gi];
@@ -131,7 +153,7 @@ impl<H: Copy> Counts<H> {
                 }
             }
         }
-        to_leave
+        Ok(to_leave)
     }
 
     /// Forgets the memberships whose holder is `gone` (a socket the program
@@ -171,69 +193,69 @@ mod tests {
     #[test]
     fn a_membership_whose_socket_is_gone_is_joined_again() {
         let mut c = Counts::new();
-        assert_eq!(c.attach(QP1, QP1.handle, &g(9), &[3]), vec![3]);
+        assert_eq!(c.attach(QP1, QP1.handle, &g(9), &[3]).expect("alloc"), vec![3]);
         c.joined(3, &g(9), 10);
-        assert_eq!(c.attach(QP2, QP2.handle, &g(9), &[3]), vec![]);
+        assert_eq!(c.attach(QP2, QP2.handle, &g(9), &[3]).expect("alloc"), vec![]);
         c.forget_held(|&fd| fd == 10);
-        assert_eq!(c.attach(QP3, QP3.handle, &g(9), &[3]), vec![3]);
+        assert_eq!(c.attach(QP3, QP3.handle, &g(9), &[3]).expect("alloc"), vec![3]);
         c.joined(3, &g(9), 11);
-        assert_eq!(c.detach(QP1, &g(9)), vec![]);
-        assert_eq!(c.detach(QP2, &g(9)), vec![]);
-        assert_eq!(c.detach(QP3, &g(9)), vec![(3, 11)]);
+        assert_eq!(c.detach(QP1, &g(9)).expect("alloc"), vec![]);
+        assert_eq!(c.detach(QP2, &g(9)).expect("alloc"), vec![]);
+        assert_eq!(c.detach(QP3, &g(9)).expect("alloc"), vec![(3, 11)]);
     }
 
     #[test]
     fn first_attach_joins_last_detach_leaves() {
         let mut c = Counts::new();
-        assert_eq!(c.attach(QP1, QP1.handle, &g(1), &[3]), vec![3]);
+        assert_eq!(c.attach(QP1, QP1.handle, &g(1), &[3]).expect("alloc"), vec![3]);
         c.joined(3, &g(1), 10);
-        assert_eq!(c.attach(QP2, QP2.handle, &g(1), &[3]), Vec::<u32>::new());
-        assert_eq!(c.attach(QP3, QP3.handle, &g(1), &[3]), Vec::<u32>::new());
+        assert_eq!(c.attach(QP2, QP2.handle, &g(1), &[3]).expect("alloc"), Vec::<u32>::new());
+        assert_eq!(c.attach(QP3, QP3.handle, &g(1), &[3]).expect("alloc"), Vec::<u32>::new());
         assert_eq!(c.users(3, &g(1)), 3);
-        assert_eq!(c.detach(QP2, &g(1)), vec![]);
-        assert_eq!(c.detach(QP1, &g(1)), vec![]);
-        assert_eq!(c.detach(QP3, &g(1)), vec![(3, 10)]);
+        assert_eq!(c.detach(QP2, &g(1)).expect("alloc"), vec![]);
+        assert_eq!(c.detach(QP1, &g(1)).expect("alloc"), vec![]);
+        assert_eq!(c.detach(QP3, &g(1)).expect("alloc"), vec![(3, 10)]);
         assert_eq!(c.users(3, &g(1)), 0);
     }
 
     #[test]
     fn duplicate_attach_then_one_detach_leaves() {
         let mut c = Counts::new();
-        assert_eq!(c.attach(QP1, QP1.handle, &g(2), &[3]), vec![3]);
+        assert_eq!(c.attach(QP1, QP1.handle, &g(2), &[3]).expect("alloc"), vec![3]);
         c.joined(3, &g(2), 10);
-        assert_eq!(c.attach(QP1, QP1.handle, &g(2), &[3]), Vec::<u32>::new());
+        assert_eq!(c.attach(QP1, QP1.handle, &g(2), &[3]).expect("alloc"), Vec::<u32>::new());
         assert_eq!(c.users(3, &g(2)), 1);
-        assert_eq!(c.detach(QP1, &g(2)), vec![(3, 10)]);
+        assert_eq!(c.detach(QP1, &g(2)).expect("alloc"), vec![(3, 10)]);
         // A second detach (the kernel answers EINVAL, so it never comes
         // here; and if it did) leaves nothing twice.
-        assert_eq!(c.detach(QP1, &g(2)), vec![]);
+        assert_eq!(c.detach(QP1, &g(2)).expect("alloc"), vec![]);
     }
 
     #[test]
     fn groups_and_netdevs_are_apart() {
         let mut c = Counts::new();
-        assert_eq!(c.attach(QP1, QP1.handle, &g(1), &[3, 7, 3]), vec![3, 7]);
+        assert_eq!(c.attach(QP1, QP1.handle, &g(1), &[3, 7, 3]).expect("alloc"), vec![3, 7]);
         c.joined(3, &g(1), 10);
         c.joined(7, &g(1), 10);
-        assert_eq!(c.attach(QP2, QP2.handle, &g(2), &[3]), vec![3]);
+        assert_eq!(c.attach(QP2, QP2.handle, &g(2), &[3]).expect("alloc"), vec![3]);
         c.joined(3, &g(2), 11);
-        assert_eq!(c.attach(QP2, QP2.handle, &g(1), &[7]), Vec::<u32>::new());
-        assert_eq!(c.detach(QP1, &g(1)), vec![(3, 10)]);
-        assert_eq!(c.detach(QP2, &g(1)), vec![(7, 10)]);
-        assert_eq!(c.detach(QP2, &g(2)), vec![(3, 11)]);
+        assert_eq!(c.attach(QP2, QP2.handle, &g(1), &[7]).expect("alloc"), Vec::<u32>::new());
+        assert_eq!(c.detach(QP1, &g(1)).expect("alloc"), vec![(3, 10)]);
+        assert_eq!(c.detach(QP2, &g(1)).expect("alloc"), vec![(7, 10)]);
+        assert_eq!(c.detach(QP2, &g(2)).expect("alloc"), vec![(3, 11)]);
     }
 
     #[test]
     fn a_failed_join_is_retried_and_never_left() {
         let mut c = Counts::new();
-        assert_eq!(c.attach(QP1, QP1.handle, &g(4), &[3]), vec![3]);
+        assert_eq!(c.attach(QP1, QP1.handle, &g(4), &[3]).expect("alloc"), vec![3]);
         // no joined(): the join failed
-        assert_eq!(c.attach(QP2, QP2.handle, &g(4), &[3]), vec![3]);
-        assert_eq!(c.detach(QP1, &g(4)), vec![]);
-        assert_eq!(c.detach(QP2, &g(4)), vec![]);
-        assert_eq!(c.attach(QP1, QP1.handle, &g(4), &[3]), vec![3]);
+        assert_eq!(c.attach(QP2, QP2.handle, &g(4), &[3]).expect("alloc"), vec![3]);
+        assert_eq!(c.detach(QP1, &g(4)).expect("alloc"), vec![]);
+        assert_eq!(c.detach(QP2, &g(4)).expect("alloc"), vec![]);
+        assert_eq!(c.attach(QP1, QP1.handle, &g(4), &[3]).expect("alloc"), vec![3]);
         c.joined(3, &g(4), 12);
-        assert_eq!(c.detach(QP1, &g(4)), vec![(3, 12)]);
+        assert_eq!(c.detach(QP1, &g(4)).expect("alloc"), vec![(3, 12)]);
     }
 
     /// Issue 29 item 5: a new context at the address of one closed with a
@@ -242,23 +264,23 @@ mod tests {
     #[test]
     fn a_new_qp_at_an_old_qps_key_is_joined() {
         let mut c = Counts::new();
-        assert_eq!(c.attach(QP1, 0x11, &g(6), &[3]), vec![3]);
+        assert_eq!(c.attach(QP1, 0x11, &g(6), &[3]).expect("alloc"), vec![3]);
         c.joined(3, &g(6), 10);
         // The old context is gone; the new QP 0x12 at QP1's key attaches.
-        assert_eq!(c.forget_stale(QP1, 0x12), vec![(3, g(6), 10)]);
-        assert_eq!(c.attach(QP1, 0x12, &g(6), &[4]), vec![4]);
-        assert_eq!(c.forget_stale(QP1, 0x12), vec![]);
+        assert_eq!(c.forget_stale(QP1, 0x12).expect("alloc"), vec![(3, g(6), 10)]);
+        assert_eq!(c.attach(QP1, 0x12, &g(6), &[4]).expect("alloc"), vec![4]);
+        assert_eq!(c.forget_stale(QP1, 0x12).expect("alloc"), vec![]);
         c.joined(4, &g(6), 10);
-        assert_eq!(c.detach(QP1, &g(6)), vec![(4, 10)]);
+        assert_eq!(c.detach(QP1, &g(6)).expect("alloc"), vec![(4, 10)]);
     }
 
     #[test]
     fn unknown_detach_and_no_netdev() {
         let mut c: Counts<i32> = Counts::new();
-        assert_eq!(c.detach(QP1, &g(5)), vec![]);
-        assert_eq!(c.attach(QP1, QP1.handle, &g(5), &[]), Vec::<u32>::new());
+        assert_eq!(c.detach(QP1, &g(5)).expect("alloc"), vec![]);
+        assert_eq!(c.attach(QP1, QP1.handle, &g(5), &[]).expect("alloc"), Vec::<u32>::new());
         assert!(c.has(QP1, &g(5)));
-        assert_eq!(c.detach(QP1, &g(5)), vec![]);
+        assert_eq!(c.detach(QP1, &g(5)).expect("alloc"), vec![]);
         assert!(!c.has(QP1, &g(5)));
     }
 }

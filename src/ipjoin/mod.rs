@@ -201,7 +201,8 @@ impl State {
         let key = q.key;
         // Attachments of an older QP at this key (its context closed with
         // groups attached): left before this call is counted.
-        for (i, old, s) in self.counts.forget_stale(key, q.qpn) {
+        let Ok(stale) = self.counts.forget_stale(key, q.qpn) else { return no_memory() };
+        for (i, old, s) in stale {
             let r = self.pool.leave(s, i, &old).err().unwrap_or(0);
             note("leave", i, &old, r);
         }
@@ -211,7 +212,8 @@ impl State {
             }
             let ifindexes = v.ctx.map_or_else(Vec::new, |ctx| netdevs(&ctx, key.handle));
             self.counts.forget_held(|s| !s.is_ours());
-            for i in self.counts.attach(key, q.qpn, &mgid, &ifindexes) {
+            let Ok(to_join) = self.counts.attach(key, q.qpn, &mgid, &ifindexes) else { return no_memory() };
+            for i in to_join {
                 match self.pool.join(i, &mgid) {
                     Ok(s) => {
                         self.counts.joined(i, &mgid, s);
@@ -221,12 +223,20 @@ impl State {
                 }
             }
         } else {
-            for (i, s) in self.counts.detach(key, &mgid) {
+            let Ok(to_leave) = self.counts.detach(key, &mgid) else { return no_memory() };
+            for (i, s) in to_leave {
                 let r = self.pool.leave(s, i, &mgid).err().unwrap_or(0);
                 note("leave", i, &mgid, r);
             }
         }
     }
+}
+
+/// An allocation failed: this call gets no IP-level join or leave (the
+/// verb's answer is the kernel's all the same); one line on stderr, once.
+#[cold]
+fn no_memory() {
+    crate::os::warn_once_no_memory("the IP-level join or leave of an attach or detach");
 }
 
 /// The netdevs of the QP's port (QUERY_QP, then the port's GID table).

@@ -83,6 +83,11 @@ impl Pool {
                 Err(e) => return Err(e),
             }
         }
+        // Room for the new socket first: a failed allocation is ENOMEM,
+        // never an abort, and never a socket that nothing holds.
+        if socks.try_reserve(1).is_err() {
+            return Err(libc::ENOMEM);
+        }
         // SAFETY: plain socket(2).
         let fd = unsafe { libc::socket(family, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
         if fd < 0 {

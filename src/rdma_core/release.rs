@@ -56,8 +56,11 @@ pub fn libibverbs_suffix(name: &[u8]) -> Option<&[u8]> {
 pub fn parse_file_name(path: &[u8]) -> Option<Release> {
     let name = path.rsplit(|&b| b == b'/').next()?;
     let rest = libibverbs_suffix(name)?.strip_prefix(b".")?;
-    let parts: Vec<&[u8]> = rest.split(|&b| b == b'.').collect();
-    let [_soversion, _abi, major, minor] = parts.as_slice() else { return None };
+    let mut parts = rest.split(|&b| b == b'.');
+    let (_soversion, _abi, major, minor) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() {
+        return None;
+    }
     Some(Release::new(number(major)?, number(minor)?))
 }
 

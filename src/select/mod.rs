@@ -13,9 +13,8 @@ use crate::gid::{TABLE_MAX, TableCall, query_gid_table_c, table_buffer};
 use crate::port::name_here;
 use crate::sysfs::query_port;
 use crate::view::Context;
-use alloc::format;
-use alloc::vec;
 use alloc::vec::Vec;
+use core::fmt::Write;
 use rules::{Filter, Gid, NO_VLAN, Slot};
 
 /// One port of a context, checked: the kernel knows the port, and its
@@ -51,11 +50,11 @@ impl Port {
     /// device's whole table in one `_ibv_query_gid_table`, this port's
     /// entries placed at their indexes, every other index empty.
     pub fn table(&self) -> Result<Vec<Slot>> {
-        let mut buf = table_buffer();
+        let mut buf = table_buffer().ok_or(Error::sys(libc::ENOMEM))?;
         let call = TableCall { ctx: self.raw, entries: buf.as_mut_ptr(), max_entries: TABLE_MAX, flags: 0, entry_size: size_of::<ibv_gid_entry>() };
         // SAFETY: ctx is live (Port::new's contract); buf holds TABLE_MAX entries.
         let n = unsafe { query_gid_table_c(&call) }?.min(TABLE_MAX);
-        Ok(place(&buf[..n], u32::from(self.port)))
+        place(&buf[..n], u32::from(self.port)).ok_or(Error::sys(libc::ENOMEM))
     }
 
     /// The RoCE type rdma_cm uses on this port: configfs
@@ -103,23 +102,24 @@ impl Port {
 }
 
 /// The entries of `port` at their indexes, up to the last one; every other
-/// index empty.
-pub fn place(entries: &[ibv_gid_entry], port: u32) -> Vec<Slot> {
+/// index empty. None when the allocation fails.
+pub fn place(entries: &[ibv_gid_entry], port: u32) -> Option<Vec<Slot>> {
     let mine = || entries.iter().filter(|e| e.port_num == port);
     let len = mine().map(|e| e.gid_index as usize + 1).max().unwrap_or(0);
-    let mut slots = vec![Slot::Empty; len];
+    let mut slots = crate::os::try_filled(len, Slot::Empty)?;
     for e in mine() {
         // SAFETY: reading the raw view of a plain byte union.
         let raw = unsafe { e.gid.raw };
         slots[e.gid_index as usize] = Slot::Gid(Gid { index: e.gid_index, raw, gid_type: e.gid_type, ifindex: e.ndev_ifindex });
     }
-    slots
+    Some(slots)
 }
 
 /// configfs' answer for `dev`'s `port` (see [`Port::default_roce_type`]).
 pub fn default_roce_type(dev: &str, port: u8) -> u32 {
-    let path = format!("/sys/kernel/config/rdma_cm/{dev}/ports/{port}/default_roce_mode");
-    match crate::os::read_text(path).as_deref().map(str::trim) {
+    let mut path = crate::os::Text::<128>::new();
+    let _ = write!(path, "/sys/kernel/config/rdma_cm/{dev}/ports/{port}/default_roce_mode");
+    match path.cstr().and_then(crate::os::read_text).as_deref().map(str::trim) {
         // cma_configfs.c `default_roce_mode_store` takes ib_cache_gid_type_str's names.
         Some("IB/RoCE v1") => IBV_GID_TYPE_ROCE_V1,
         _ => IBV_GID_TYPE_ROCE_V2,
@@ -130,7 +130,7 @@ pub fn default_roce_type(dev: &str, port: u8) -> u32 {
 /// net/8021q/vlanproc.c `vlan_seq_show`), of the caller's network
 /// namespace. The file exists once the 8021q module is loaded, which every
 /// VLAN netdev needs.
-const VLAN_CONFIG: &str = "/proc/net/vlan/config";
+const VLAN_CONFIG: &core::ffi::CStr = c"/proc/net/vlan/config";
 
 /// The VLAN ID of the netdev `ifindex` (named in this namespace), or
 /// [`NO_VLAN`]: its row in `config`, the text of [`VLAN_CONFIG`].
@@ -160,12 +160,12 @@ mod tests {
 
     #[test]
     fn place_puts_one_port_s_entries_at_their_indexes() {
-        let t = place(&[entry(1, 0, 1), entry(2, 0, 2), entry(1, 3, 3), entry(2, 5, 4)], 1);
+        let t = place(&[entry(1, 0, 1), entry(2, 0, 2), entry(1, 3, 3), entry(2, 5, 4)], 1).expect("alloc");
         assert_eq!(t.len(), 4);
         assert_eq!(t[0].gid().map(|g| g.raw[15]), Some(1));
         assert_eq!((&t[1], &t[2]), (&Slot::Empty, &Slot::Empty));
         assert_eq!(t[3].gid().map(|g| (g.index, g.raw[15], g.ifindex)), Some((3, 3, 3)));
-        assert!(place(&[entry(2, 0, 2)], 1).is_empty());
+        assert!(place(&[entry(2, 0, 2)], 1).expect("alloc").is_empty());
     }
 
     #[test]

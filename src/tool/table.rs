@@ -43,9 +43,9 @@ fn key(dev: &Device) -> route::Key {
 /// their indexes (the library's `select::place`), `len` slots; None when the
 /// kernel refuses it.
 fn read_table(dev: &Device, port: u8, len: u32) -> Option<Vec<Slot>> {
-    let mut buf = table_buffer();
+    let mut buf = table_buffer()?;
     let n = query_gid_table(key(dev), &mut buf).ok()?;
-    let mut slots = place(&buf[..n], u32::from(port));
+    let mut slots = place(&buf[..n], u32::from(port))?;
     slots.resize(len as usize, Slot::Empty);
     Some(slots)
 }

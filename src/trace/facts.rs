@@ -9,8 +9,7 @@
 pub use crate::port::{gid_netdev, is_ethernet, port_netdev, qp_port};
 use crate::uverbs::write::{CMD_QUERY_DEVICE, QueryDeviceReq, QueryDeviceResp};
 use crate::uverbs::{self, route::Key};
-use alloc::format;
-use alloc::string::String;
+use core::fmt::Write;
 
 /// The device's (`max_mcast_grp`, `max_mcast_qp_attach`,
 /// `max_total_mcast_qp_attach`), from QUERY_DEVICE.
@@ -33,8 +32,8 @@ pub fn mcast_limits(key: Key) -> Option<(u32, u32, u32)> {
 /// device, the address as 32 hex digits). None when neither can be read.
 pub fn ip_joined(netdev: &str, mgid: &[u8; 16]) -> Option<bool> {
     match crate::mgid::v4_mapped(mgid) {
-        Some(v4) => Some(igmp_has(&crate::os::read_text("/proc/net/igmp")?, netdev, v4.octets())),
-        None => Some(igmp6_has(&crate::os::read_text("/proc/net/igmp6")?, netdev, mgid)),
+        Some(v4) => Some(igmp_has(&crate::os::read_text(c"/proc/net/igmp")?, netdev, v4.octets())),
+        None => Some(igmp6_has(&crate::os::read_text(c"/proc/net/igmp6")?, netdev, mgid)),
     }
 }
 
@@ -56,10 +55,14 @@ pub fn igmp_has(text: &str, netdev: &str, group: [u8; 4]) -> bool {
 
 /// `/proc/net/igmp6` lists `group` on `netdev`.
 pub fn igmp6_has(text: &str, netdev: &str, group: &[u8; 16]) -> bool {
-    let want: String = group.iter().map(|b| format!("{b:02x}")).collect();
+    let mut want = crate::os::Text::<32>::new();
+    for b in group {
+        let _ = write!(want, "{b:02x}");
+    }
+    let want = want.as_bytes();
     text.lines().any(|l| {
         let mut f = l.split_whitespace();
-        f.nth(1) == Some(netdev) && f.next().is_some_and(|g| g.eq_ignore_ascii_case(&want))
+        f.nth(1) == Some(netdev) && f.next().is_some_and(|g| g.as_bytes().eq_ignore_ascii_case(want))
     })
 }
 

@@ -10,7 +10,6 @@ use crate::mgid::Mgid;
 use crate::registry;
 use crate::uverbs::route::Key;
 use crate::view::{Device, QpKey};
-use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt::Write;
 use core::net::Ipv6Addr;
@@ -221,9 +220,17 @@ pub fn at_exit(pid: u32) {
         if a.pid != pid {
             return;
         }
+        // A failed allocation leaves the group out of the hint (no abort).
         match qps.iter_mut().find(|q| q.0 == a.qp) {
-            Some(q) => q.3.push((a.gid, a.lid)),
-            None => qps.push((a.qp, a.qpn, a.dev, vec![(a.gid, a.lid)])),
+            Some(q) => {
+                crate::os::try_push(&mut q.3, (a.gid, a.lid));
+            }
+            None => {
+                let mut groups = Vec::new();
+                if crate::os::try_push(&mut groups, (a.gid, a.lid)) {
+                    crate::os::try_push(&mut qps, (a.qp, a.qpn, a.dev, groups));
+                }
+            }
         }
     });
     for (_, qpn, dev, groups) in qps {
