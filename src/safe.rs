@@ -18,7 +18,7 @@ use crate::capi::{rsverbs_attach_mcast, rsverbs_detach_mcast, rsverbs_query_gid_
 use crate::gid::{TABLE_MAX, table_buffer};
 use crate::select::Port;
 pub use crate::select::rules::{Family, Filter, NO_VLAN};
-use core::fmt;
+use core::fmt::{self, Write as _};
 use core::marker::PhantomData;
 use core::net::IpAddr;
 use core::ptr::NonNull;
@@ -114,10 +114,46 @@ impl Attachment<'_> {
 }
 
 impl Drop for Attachment<'_> {
+    /// Detaches; a failure is written to standard error in one plain
+    /// `write(2)` whose own failure is ignored. Never `eprintln!`: it panics
+    /// when stderr is gone (EPIPE: a daemon whose log collector went away),
+    /// and a panic in `drop` aborts the program.
     fn drop(&mut self) {
         if let Err(e) = self.run_detach() {
-            eprintln!("rsverbs: {self:?}: the detach on drop failed: {e}");
+            let mut line = LineBuf::new();
+            let _ = writeln!(line, "rsverbs: {self:?}: the detach on drop failed: {e}");
+            let bytes = line.as_bytes();
+            // SAFETY: a plain write of a valid buffer; its result (EPIPE,
+            // EBADF, a short write) is deliberately ignored.
+            let _ = unsafe { libc::write(libc::STDERR_FILENO, bytes.as_ptr().cast(), bytes.len()) };
         }
+    }
+}
+
+/// A line for [`Attachment`]'s drop, on the stack (no allocation in a
+/// destructor); what does not fit is cut.
+struct LineBuf {
+    buf: [u8; 256],
+    len: usize,
+}
+
+impl LineBuf {
+    fn new() -> Self {
+        LineBuf { buf: [0; 256], len: 0 }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+impl fmt::Write for LineBuf {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let room = self.buf.len() - self.len;
+        let n = s.len().min(room);
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        Ok(())
     }
 }
 
@@ -203,5 +239,52 @@ impl<'a> Context<'a> {
     /// ```
     pub fn gid_index_find(&self, port: u8, filter: &Filter, start: u32) -> io::Result<u32> {
         self.port(port)?.find(filter, start).map_err(|e| io::Error::from_raw_os_error(e.code))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::process::{Command, Stdio};
+
+    /// The child of `a_failed_detach_on_drop_survives_a_closed_stderr`:
+    /// drops an attachment whose detach fails (a QP without a context:
+    /// EINVAL at the door), with stderr a pipe nobody reads. Does nothing
+    /// when run by hand.
+    #[test]
+    fn child_drops_a_failing_attachment() {
+        if std::env::var_os("RSVERBS_TEST_DROP_CHILD").is_none() {
+            return;
+        }
+        // SAFETY: an all-zero ibv_qp is a valid value (NULL pointers, 0s).
+        let mut raw: ibv_qp = unsafe { core::mem::zeroed() };
+        // SAFETY: raw lives to the end of this function.
+        let qp = unsafe { Qp::from_raw(&mut raw) }.expect("non-NULL");
+        let a = Attachment { qp, gid: [0xff; 16], lid: 0, _borrow: PhantomData };
+        drop(a);
+        // SAFETY: a plain write to stdout, for the parent to see.
+        let _ = unsafe { libc::write(libc::STDOUT_FILENO, b"dropped\n".as_ptr().cast(), 8) };
+    }
+
+    /// issue 29 item 9: the failed-detach message on a closed stderr
+    /// (EPIPE, SIGPIPE ignored as std does) must not panic in `drop`.
+    #[test]
+    fn a_failed_detach_on_drop_survives_a_closed_stderr() {
+        let mut fds = [0; 2];
+        // SAFETY: pipe fills two fds.
+        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        // SAFETY: fresh fds we own; the read end is closed at once.
+        let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        drop(r);
+        let out = Command::new(std::env::current_exe().expect("the test binary"))
+            .args(["--exact", "safe::tests::child_drops_a_failing_attachment", "--nocapture", "--test-threads=1"])
+            .env("RSVERBS_TEST_DROP_CHILD", "1")
+            .stdin(Stdio::null())
+            .stderr(Stdio::from(w))
+            .output()
+            .expect("run the child");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success() && stdout.contains("dropped\n"), "child: {:?}\n{stdout}", out.status);
     }
 }
