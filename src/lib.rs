@@ -38,13 +38,19 @@
 //!   and atfork handler); [`capi`]: the exports, pointer checks, symbol
 //!   versions; [`safe`]: the safe Rust API over them (docs/rust.md), with
 //!   the feature `std` (on by default);
-//! - `runtime`: without `std` (the C library's build, docs/building.md),
-//!   the panic handler (abort) and the allocator (malloc).
+//! - `runtime`: in the C library's build only (`--cfg rsverbs_clib`,
+//!   docs/building.md), the panic handler (abort) and the allocator
+//!   (malloc); a Rust dependent, with or without `std`, never gets them.
 #![cfg_attr(not(any(test, feature = "std")), no_std)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
 extern crate alloc;
+
+// The C library's build (the Makefile's --cfg rsverbs_clib) brings its own
+// panic handler and allocator (src/runtime.rs): never beside std's.
+#[cfg(all(rsverbs_clib, feature = "std", not(test)))]
+compile_error!("--cfg rsverbs_clib is the C library's no_std build: pass --no-default-features too");
 
 pub mod abi;
 pub mod capi;
@@ -61,7 +67,7 @@ mod os;
 mod port;
 pub mod rdma_core;
 pub mod registry;
-#[cfg(not(any(test, feature = "std")))]
+#[cfg(all(rsverbs_clib, not(test)))]
 mod runtime;
 #[cfg(feature = "std")]
 pub mod safe;
