@@ -35,7 +35,8 @@
 //! - `hooks`: the exports' one check, and the one path from the exports to
 //!   the features;
 //! - `lifecycle`: load, fork and unload (the one constructor, destructor
-//!   and atfork handler); [`capi`]: the exports, pointer checks, symbol
+//!   and atfork handler), in the C library's build only (`rsverbs_clib`);
+//!   [`capi`]: the exports, pointer checks, symbol
 //!   versions; [`safe`]: the safe Rust API over them (docs/rust.md), with
 //!   the feature `std` (on by default);
 //! - `runtime`: in the C library's build only (`--cfg rsverbs_clib`,
@@ -59,6 +60,9 @@ pub mod error;
 pub mod gid;
 mod hooks;
 mod ipjoin;
+// The constructor, destructor and atfork handler: the C library's only. A
+// Rust program that depends on the crate gets none of them (docs/rust.md).
+#[cfg(rsverbs_clib)]
 mod lifecycle;
 pub mod mcast;
 mod memcheck;

@@ -113,6 +113,7 @@ pub fn exclusive<R>(f: impl FnOnce(&mut State) -> R) -> Option<R> {
 /// thread may have held the lock at fork time: it does not exist in the
 /// child, so the lock is taken over; the counts it may have left half
 /// changed are leaked, not freed. No allocation or free.
+#[cfg_attr(not(rsverbs_clib), allow(dead_code))] // lifecycle.rs is the C library's only
 pub fn after_fork_in_child() {
     if MODE.peek() != Some(ON) {
         return;

@@ -122,6 +122,7 @@ impl Pool {
     /// shared socket would end the parent's). fstat, close and no
     /// allocation or free: async-signal-safe, as an atfork child handler
     /// must be.
+    #[cfg_attr(not(rsverbs_clib), allow(dead_code))] // lifecycle.rs is the C library's only
     pub fn close_inherited(&mut self) {
         for s in self.v4.iter().chain(self.v6.iter()) {
             if s.is_ours() {
