@@ -166,7 +166,7 @@ else
 $(error LINKER must be zig or gnu, not '$(LINKER)')
 endif
 
-.PHONY: all lib tool example size header deps deps-cbindgen check check-unit check-abi check-vm check-sanitize check-traced fuzz demo compat bench matrix matrix-arch faults fanout \
+.PHONY: all lib tool example size header deps deps-cbindgen check check-unit check-crate check-abi check-vm check-sanitize check-traced fuzz demo compat bench matrix matrix-arch faults fanout \
         install install-debug uninstall clean zig deb deps-deb check-deb check-deb-arch check-freshroot check-install
 
 all: lib tool example $(BUILD)/pkgconfig/rsverbs.pc
@@ -197,6 +197,18 @@ $(EXAMPLE): $(LIB_SRCS) examples/attach.rs Cargo.toml Cargo.lock
 	$(CARGO_LINK) build --release --locked --example attach $(CARGO_ARCH)
 	mkdir -p $(BUILD)/examples
 	cp $(EXAMPLE_BIN) $@.tmp
+	mv $@.tmp $@
+
+# A dependent crate (ctest/consumer, issue 31): a receiver that stores its
+# QP and attachments in one struct; ctest/vm/rust.sh runs it too.
+RECEIVER    := $(BUILD)/examples/receiver
+RECEIVER_BIN := target/consumer/$(if $(RUST_TARGET),$(RUST_TARGET)/)release/receiver
+example: $(RECEIVER)
+
+$(RECEIVER): $(LIB_SRCS) $(wildcard ctest/consumer/src/*) ctest/consumer/Cargo.toml Cargo.toml
+	$(CARGO_LINK) build --release --locked --manifest-path ctest/consumer/Cargo.toml --target-dir target/consumer $(CARGO_ARCH)
+	mkdir -p $(BUILD)/examples
+	cp $(RECEIVER_BIN) $@.tmp
 	mv $@.tmp $@
 
 $(TOOL): $(TOOL_BIN)
@@ -241,6 +253,10 @@ check: deps deps-cbindgen all
 
 check-unit:
 	ctest/unit.sh
+
+# The crate as Rust users get it: dependents, cargo package, publish --dry-run.
+check-crate:
+	ctest/crate.sh
 
 check-abi: deps-cbindgen all
 	ctest/header_fresh.sh
