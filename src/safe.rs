@@ -13,6 +13,8 @@
 //! assert!(unsafe { Context::from_raw(std::ptr::null_mut::<u8>()) }.is_none());
 //! ```
 
+#![deny(missing_docs)]
+
 use crate::abi::{ibv_context, ibv_gid, ibv_gid_entry, ibv_qp};
 use crate::capi::{rsverbs_attach_mcast, rsverbs_detach_mcast, rsverbs_query_gid_table};
 use crate::gid::{TABLE_MAX, table_buffer};
@@ -267,7 +269,9 @@ unsafe impl Sync for Context<'_> {}
 /// One valid entry of a device's GID table (`struct ibv_gid_entry`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GidEntry {
+    /// The port number (from 1).
     pub port: u32,
+    /// The entry's index in that port's GID table.
     pub index: u32,
     /// 16 bytes, network order.
     pub gid: [u8; 16],
