@@ -89,12 +89,23 @@ ZIG_VERSION := 0.17.1
 ZIG_SHA256  := ea6cc5d87b033cf0aedfbc8f9549a908cae6c50ac31f1698188fa48a74524b54
 ZIG_DIR     := $(RSVERBS_CACHE)/zig-$(ZIG_VERSION)
 ZIG         := $(ZIG_DIR)/ziglang/zig
-# CARGO_TARGET and CARGO_FEATURES build a variant elsewhere (make bench's
-# untraced library); the product is target/lib with the symver feature
-# alone, without the default std (no_std: Cargo.toml, docs/building.md),
-# apart from cargo test's target/.
+# CARGO_TARGET and CARGO_CFG build a variant elsewhere (make bench's
+# untraced library: CARGO_CFG="--cfg rsverbs_bench_untraced"); the product
+# is target/lib, apart from cargo test's target/. The C library's switches
+# are rustc cfgs that only this build passes (CLIB_CFG; Cargo.toml), not
+# Cargo features, which any dependent could turn on: no_std with
+# src/runtime.rs and src/lifecycle.rs (rsverbs_clib), the .symver names
+# (rsverbs_symver). The crate is an rlib; cargo rustc --crate-type
+# staticlib makes the C archive for this build only.
 CARGO_TARGET ?= target/lib
-CARGO_FEATURES ?=
+CARGO_CFG ?=
+CLIB_CFG    := --cfg rsverbs_clib --cfg rsverbs_symver
+# Without LTO, as the library always was built: with crate-type
+# ["staticlib", "rlib"], cargo left -C lto out (an rlib cannot be LTO'd),
+# and make bench's figures are for that. Stripped, at 6b3934b's sources:
+# 141,624 bytes as staticlib+rlib; 136,144 as a staticlib alone (rustc
+# internalises what no rlib needs to keep, and inlines more); 146,704 with
+# fat LTO on top.
 # Another architecture (ARCH, above): cargo --target, and Debian's cross
 # tools (tools/deps.sh --cross ARCH) for the GNU link and objcopy. The
 # command and the example link libibverbs of ARCH: the cross gcc's own when
@@ -157,7 +168,7 @@ else
 $(error LINKER must be zig or gnu, not '$(LINKER)')
 endif
 
-.PHONY: all lib tool example size header deps deps-build deps-cbindgen check check-unit check-abi check-vm check-sanitize check-traced fuzz demo compat bench matrix matrix-arch faults fanout \
+.PHONY: all lib tool example size header deps deps-build deps-cbindgen check check-unit check-crate check-abi check-vm check-sanitize check-traced fuzz demo compat bench matrix matrix-arch faults fanout \
         install install-debug uninstall clean zig deb deps-deb check-deb check-deb-arch check-freshroot check-install
 
 all: lib tool example $(BUILD)/pkgconfig/rsverbs.pc
@@ -167,7 +178,7 @@ lib: $(LIB)
 # The library's sources: everything in src/ but the command's package.
 LIB_SRCS    := $(shell find src -path src/tool -prune -o -type f -print)
 $(STATICLIB): $(LIB_SRCS) Cargo.toml Cargo.lock
-	$(CARGO) build --release --locked --lib --target-dir $(CARGO_TARGET) $(CARGO_ARCH) --no-default-features --features symver $(CARGO_FEATURES)
+	CARGO_PROFILE_RELEASE_LTO=false $(CARGO) rustc --release --locked --lib --crate-type staticlib --target-dir $(CARGO_TARGET) $(CARGO_ARCH) --no-default-features -- $(CLIB_CFG) $(CARGO_CFG)
 
 # The command (src/tool, docs/tool.md): its own package and target
 # directory, so that its build (the crate as an rlib, without symver)
@@ -188,6 +199,18 @@ $(EXAMPLE): $(LIB_SRCS) examples/attach.rs Cargo.toml Cargo.lock
 	$(CARGO_LINK) build --release --locked --example attach $(CARGO_ARCH)
 	mkdir -p $(BUILD)/examples
 	cp $(EXAMPLE_BIN) $@.tmp
+	mv $@.tmp $@
+
+# A dependent crate (ctest/consumer, issue 31): a receiver that stores its
+# QP and attachments in one struct; ctest/vm/rust.sh runs it too.
+RECEIVER    := $(BUILD)/examples/receiver
+RECEIVER_BIN := target/consumer/$(if $(RUST_TARGET),$(RUST_TARGET)/)release/receiver
+example: $(RECEIVER)
+
+$(RECEIVER): $(LIB_SRCS) $(wildcard ctest/consumer/src/*) ctest/consumer/Cargo.toml Cargo.toml
+	$(CARGO_LINK) build --release --locked --manifest-path ctest/consumer/Cargo.toml --target-dir target/consumer $(CARGO_ARCH)
+	mkdir -p $(BUILD)/examples
+	cp $(RECEIVER_BIN) $@.tmp
 	mv $@.tmp $@
 
 $(TOOL): $(TOOL_BIN)
@@ -242,6 +265,10 @@ check: deps deps-cbindgen all
 
 check-unit: deps-build
 	ctest/unit.sh
+
+# The crate as Rust users get it: dependents, cargo package, publish --dry-run.
+check-crate: deps-build
+	ctest/crate.sh
 
 check-abi: deps-cbindgen all
 	ctest/header_fresh.sh
@@ -305,10 +332,10 @@ size: lib
 
 # Benchmarks against rdma-core and the bare-syscall floor, in the test bed; writes BENCHMARKS.md.
 # The "untraced" contender: the same library with the RSVERBS_TRACE check
-# compiled out (feature bench-untraced), for what tracing costs when off.
+# compiled out (--cfg rsverbs_bench_untraced), for what tracing costs when off.
 bench: deps all
 	$(MAKE) --no-print-directory lib BUILD=$(CURDIR)/bench/out/untraced CARGO_TARGET=target/untraced \
-	  CARGO_FEATURES="--features bench-untraced"
+	  CARGO_CFG="--cfg rsverbs_bench_untraced"
 	bench/run.sh
 
 # The installed library: stripped of debug info and symbol table, with a

@@ -18,7 +18,7 @@ export RSVERBS_USERLAND=bookworm RSVERBS_KERNEL=bookworm
 if [ "$ARCH_FOREIGN" = 1 ]; then
   arch_lib
   make -s lib ARCH="$ARCH_DEB" BUILD="$PWD/bench/out/$ARCH_DEB/untraced" CARGO_TARGET=target/untraced \
-    CARGO_FEATURES="--features bench-untraced"
+    CARGO_CFG="--cfg rsverbs_bench_untraced"
   md=${BENCH_MD:-$PWD/bench/results/$ARCH_DEB.md}
 else
   [ -e build/librsverbs.so.1 ] || { echo "bench/run.sh: run make all first" >&2; exit 1; }

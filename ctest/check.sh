@@ -7,7 +7,7 @@ mkdir -p ctest/out
 rm -f ctest/out/*.results
 start=$(date +%s)
 rc=0
-for step in ctest/unit.sh ctest/header_fresh.sh ctest/abi.sh ctest/crossarch.sh ctest/unload.sh ctest/unwind.sh ctest/sanitize.sh ctest/install.sh ctest/freshroot.sh ctest/deb.sh ctest/vm_suite.sh ctest/vm_siw.sh; do
+for step in ctest/unit.sh ctest/crate.sh ctest/header_fresh.sh ctest/abi.sh ctest/crossarch.sh ctest/unload.sh ctest/unwind.sh ctest/sanitize.sh ctest/install.sh ctest/freshroot.sh ctest/deb.sh ctest/vm_suite.sh ctest/vm_siw.sh; do
   echo "=== $step"
   t=$(date +%s)
   "$step" || { rc=1; echo "=== $step FAILED" >&2; }

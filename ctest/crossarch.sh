@@ -98,7 +98,7 @@ for a in ${RSVERBS_UNIT_ARCHES:-$ARCHES}; do
   # is needed on x86_64 is a clippy warning on these).
   check "$a: cargo clippy --lib without warnings (the C library's build and the std one)" sh -c \
     "cargo clippy --release --locked --lib --target $target -- -D warnings >$O/$a.clippy 2>&1 &&
-     cargo clippy --release --locked --lib --target $target --no-default-features --features symver -- -D warnings >>$O/$a.clippy 2>&1"
+     cargo clippy --release --locked --lib --target $target --no-default-features -- --cfg rsverbs_clib --cfg rsverbs_symver -D warnings >>$O/$a.clippy 2>&1"
   out=$O/$a.unit
   skips=()
   for t in "${KERNEL_TESTS[@]}"; do skips+=(--skip "$t"); done

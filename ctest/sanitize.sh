@@ -84,8 +84,8 @@ clippy_lib() {
 if cargo clippy --version >/dev/null 2>&1; then
   check "clippy: no unwrap/expect/panic/undocumented unsafe in library code" clippy_lib
   # The C library's own build: no_std, with src/runtime.rs (docs/building.md).
-  check "clippy: the C library's build (no_std: --no-default-features --features symver) lints clean" \
-    cargo clippy --release --locked --lib --quiet --no-default-features --features symver -- -D warnings \
+  check "clippy: the C library's build (no_std: --no-default-features --cfg rsverbs_clib --cfg rsverbs_symver) lints clean" \
+    cargo clippy --release --locked --lib --quiet --no-default-features -- --cfg rsverbs_clib --cfg rsverbs_symver -D warnings \
     -D clippy::undocumented_unsafe_blocks -D clippy::missing_safety_doc
   check "clippy: tests and benches lint clean (undocumented unsafe denied)" \
     cargo clippy --release --locked --all-targets --quiet -- -D warnings -D clippy::undocumented_unsafe_blocks

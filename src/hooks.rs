@@ -18,8 +18,8 @@ static WANTED: AtomicBool = AtomicBool::new(true);
 #[inline(always)]
 pub fn wanted() -> bool {
     // make bench's "untraced" contender: the check compiled out, to
-    // measure what it costs (Cargo.toml, feature bench-untraced).
-    if cfg!(feature = "bench-untraced") {
+    // measure what it costs (Cargo.toml, --cfg rsverbs_bench_untraced).
+    if cfg!(rsverbs_bench_untraced) {
         return false;
     }
     WANTED.load(Relaxed)

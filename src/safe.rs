@@ -13,23 +13,36 @@
 //! assert!(unsafe { Context::from_raw(std::ptr::null_mut::<u8>()) }.is_none());
 //! ```
 
+#![deny(missing_docs)]
+
 use crate::abi::{ibv_context, ibv_gid, ibv_gid_entry, ibv_qp};
 use crate::capi::{rsverbs_attach_mcast, rsverbs_detach_mcast, rsverbs_query_gid_table};
 use crate::gid::{TABLE_MAX, table_buffer};
 use crate::select::Port;
 pub use crate::select::rules::{Family, Filter, NO_VLAN};
-use core::fmt;
+use core::fmt::{self, Write as _};
 use core::marker::PhantomData;
 use core::net::IpAddr;
 use core::ptr::NonNull;
 use std::io;
 
 /// A QP that rdma-core created (`struct ibv_qp *`), borrowed for `'a`.
+///
+/// `Send` and `Sync`: see [`Attachment`]'s notes; a `Qp` is only the
+/// pointer, and its verbs (attach, detach, reading `qp_num`, which
+/// rdma-core never changes after `ibv_create_qp`) are safe from any thread.
 #[derive(Clone, Copy)]
 pub struct Qp<'a> {
     raw: NonNull<ibv_qp>,
     _life: PhantomData<&'a ibv_qp>,
 }
+
+// SAFETY: the verbs a Qp runs (ibv_attach_mcast and ibv_detach_mcast, and
+// reading qp_num) are thread-safe in libibverbs and serialised per QP by the
+// kernel (Attachment's notes); the pointer is not tied to a thread.
+unsafe impl Send for Qp<'_> {}
+// SAFETY: as for Send: every method takes &self and is thread-safe.
+unsafe impl Sync for Qp<'_> {}
 
 impl<'a> Qp<'a> {
     /// Borrows a `struct ibv_qp *` from rdma-core (`ibv_create_qp`, or a
@@ -51,7 +64,9 @@ impl<'a> Qp<'a> {
     /// Attaches the QP to the multicast group `gid` (16 bytes, network
     /// order, as in `union ibv_gid`) and `lid` (0 on RoCE), as
     /// `ibv_attach_mcast` does. The returned [`Attachment`] detaches when it
-    /// is dropped.
+    /// is dropped. It lives for the `'a` that [`Qp::from_raw`] was given,
+    /// not for this `Qp` value: it can be stored beside the binding's QP
+    /// (see [`Attachment`]).
     ///
     /// ```no_run
     /// # let raw_qp: *mut u8 = std::ptr::null_mut();
@@ -63,14 +78,14 @@ impl<'a> Qp<'a> {
     /// member.detach()?; // or let it drop
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn attach(&self, gid: &[u8; 16], lid: u16) -> io::Result<Attachment<'_>> {
+    pub fn attach(&self, gid: &[u8; 16], lid: u16) -> io::Result<Attachment<'a>> {
         let g = ibv_gid { raw: *gid };
         // SAFETY: a live QP (from_raw's contract) and a 16-byte GID.
         let rc = unsafe { rsverbs_attach_mcast(self.raw.as_ptr(), &g, lid) };
         if rc != 0 {
             return Err(io::Error::from_raw_os_error(rc));
         }
-        Ok(Attachment { qp: *self, gid: *gid, lid, _borrow: PhantomData })
+        Ok(Attachment { qp: *self, gid: *gid, lid })
     }
 }
 
@@ -78,12 +93,80 @@ impl<'a> Qp<'a> {
 /// the group (`ibv_detach_mcast`); [`Attachment::detach`] does it with the
 /// result in hand. A detach that fails on drop is reported on standard
 /// error, never lost silently. `std::mem::forget` keeps the group attached.
+///
+/// It borrows the raw QP for the `'a` given to [`Qp::from_raw`], not the
+/// `Qp` value, so it can be returned and stored with the QP it belongs to.
+/// Declare the attachments before the QP that owns the raw object: fields
+/// drop in declaration order, so the groups are detached before the QP is
+/// destroyed (the kernel refuses to destroy a QP that is still attached:
+/// EBUSY).
+///
+/// ```
+/// use rsverbs::safe::{Attachment, Qp};
+///
+/// /// A receiver: its QP and the groups it joined, in one value.
+/// struct Receiver<'q> {
+///     groups: Vec<Attachment<'q>>, // dropped first: detached
+///     qp: Qp<'q>,
+/// }
+///
+/// impl<'q> Receiver<'q> {
+///     fn new(qp: Qp<'q>) -> Self {
+///         Receiver { groups: Vec::new(), qp }
+///     }
+///     fn join(&mut self, gid: [u8; 16]) -> std::io::Result<()> {
+///         let member = self.qp.attach(&gid, 0)?;
+///         self.groups.push(member);
+///         Ok(())
+///     }
+///     fn leave_all(&mut self) -> std::io::Result<()> {
+///         self.groups.drain(..).try_for_each(Attachment::detach)
+///     }
+/// }
+///
+/// /// An attachment can be returned from where its `Qp` was made.
+/// fn join_one<'q>(raw: *mut std::ffi::c_void, gid: [u8; 16]) -> std::io::Result<Attachment<'q>> {
+///     // SAFETY (of the example): raw is a live QP for 'q.
+///     let qp: Qp<'q> = unsafe { Qp::from_raw(raw) }.expect("a QP");
+///     qp.attach(&gid, 0)
+/// }
+///
+/// // Both can cross threads (see the Send and Sync notes).
+/// fn is_send_sync<T: Send + Sync>() {}
+/// is_send_sync::<Receiver<'static>>();
+/// # let _ = (Receiver::new, Receiver::join, Receiver::leave_all, join_one);
+/// ```
+///
+/// It cannot outlive the borrow it was made from:
+///
+/// ```compile_fail
+/// use rsverbs::safe::{Attachment, Qp};
+/// fn outlives<'q>(raw: &'q mut [u8; 64]) -> Attachment<'static> {
+///     let qp: Qp<'q> = unsafe { Qp::from_raw(raw.as_mut_ptr()) }.unwrap();
+///     qp.attach(&[0xff; 16], 0).unwrap() // error: 'q does not outlive 'static
+/// }
+/// ```
+///
+/// # `Send` and `Sync`
+///
+/// An `Attachment` (like a [`Qp`]) only names a QP that rdma-core created:
+/// its detach is `ibv_detach_mcast` on that QP, which may run on any
+/// thread, concurrently with other verbs on the same QP: libibverbs' verbs
+/// are thread-safe ("Attach/detach a QP to/from a multicast group" is one
+/// of the operations libibverbs' thread-safety statement lists, RDMAmojo,
+/// "libibverbs thread safe level"), and the kernel serialises attach and
+/// detach on one QP itself (uverbs_cmd.c `ib_uverbs_attach_mcast` and
+/// `ib_uverbs_detach_mcast` hold the QP uobject's `mcast_lock`; since
+/// Linux 3.3, commit e214a0fe2b38 "IB/uverbs: Protect QP multicast list").
+/// rsverbs' own state on that path (the route cache, the trace, the
+/// registry) is atomics and locks. Nothing is tied to the thread that
+/// attached, so it is `Send` and `Sync`; the QP's life stays the `'a` of
+/// [`Qp::from_raw`].
 #[must_use = "dropping an Attachment detaches the group at once"]
-pub struct Attachment<'q> {
-    qp: Qp<'q>,
+pub struct Attachment<'a> {
+    qp: Qp<'a>,
     gid: [u8; 16],
     lid: u16,
-    _borrow: PhantomData<&'q Qp<'q>>,
 }
 
 impl Attachment<'_> {
@@ -97,7 +180,8 @@ impl Attachment<'_> {
         self.lid
     }
 
-    /// Detaches now, and returns what `ibv_detach_mcast` returned.
+    /// Detaches now, and returns what `ibv_detach_mcast` returned (its
+    /// errno as [`io::Error::raw_os_error`]).
     pub fn detach(self) -> io::Result<()> {
         let me = core::mem::ManuallyDrop::new(self);
         me.run_detach()
@@ -105,7 +189,7 @@ impl Attachment<'_> {
 
     fn run_detach(&self) -> io::Result<()> {
         let g = ibv_gid { raw: self.gid };
-        // SAFETY: the QP is live for 'q (Qp::from_raw's contract).
+        // SAFETY: the QP is live for 'a (Qp::from_raw's contract).
         match unsafe { rsverbs_detach_mcast(self.qp.raw.as_ptr(), &g, self.lid) } {
             0 => Ok(()),
             rc => Err(io::Error::from_raw_os_error(rc)),
@@ -114,10 +198,46 @@ impl Attachment<'_> {
 }
 
 impl Drop for Attachment<'_> {
+    /// Detaches; a failure is written to standard error in one plain
+    /// `write(2)` whose own failure is ignored. Never `eprintln!`: it panics
+    /// when stderr is gone (EPIPE: a daemon whose log collector went away),
+    /// and a panic in `drop` aborts the program.
     fn drop(&mut self) {
         if let Err(e) = self.run_detach() {
-            eprintln!("rsverbs: {self:?}: the detach on drop failed: {e}");
+            let mut line = LineBuf::new();
+            let _ = writeln!(line, "rsverbs: {self:?}: the detach on drop failed: {e}");
+            let bytes = line.as_bytes();
+            // SAFETY: a plain write of a valid buffer; its result (EPIPE,
+            // EBADF, a short write) is deliberately ignored.
+            let _ = unsafe { libc::write(libc::STDERR_FILENO, bytes.as_ptr().cast(), bytes.len()) };
         }
+    }
+}
+
+/// A line for [`Attachment`]'s drop, on the stack (no allocation in a
+/// destructor); what does not fit is cut.
+struct LineBuf {
+    buf: [u8; 256],
+    len: usize,
+}
+
+impl LineBuf {
+    fn new() -> Self {
+        LineBuf { buf: [0; 256], len: 0 }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+impl fmt::Write for LineBuf {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let room = self.buf.len() - self.len;
+        let n = s.len().min(room);
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        Ok(())
     }
 }
 
@@ -128,16 +248,30 @@ impl fmt::Debug for Attachment<'_> {
 }
 
 /// An rdma-core device context (`struct ibv_context *`), borrowed for `'a`.
+///
+/// `Send` and `Sync`: its methods query the GID table (the uverbs
+/// `QUERY_GID_TABLE` ioctl on the context's `cmd_fd`, or sysfs on old
+/// kernels) and read the netdevs, which libibverbs allows from any thread
+/// ("query or modify RDMA resources", libibverbs' thread-safety statement);
+/// rsverbs keeps no per-thread state for a context.
 #[derive(Clone, Copy)]
 pub struct Context<'a> {
     raw: NonNull<ibv_context>,
     _life: PhantomData<&'a ibv_context>,
 }
 
+// SAFETY: queries only, thread-safe in libibverbs and the kernel; the
+// pointer is not tied to a thread.
+unsafe impl Send for Context<'_> {}
+// SAFETY: as for Send: every method takes &self.
+unsafe impl Sync for Context<'_> {}
+
 /// One valid entry of a device's GID table (`struct ibv_gid_entry`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GidEntry {
+    /// The port number (from 1).
     pub port: u32,
+    /// The entry's index in that port's GID table.
     pub index: u32,
     /// 16 bytes, network order.
     pub gid: [u8; 16],
@@ -203,5 +337,52 @@ impl<'a> Context<'a> {
     /// ```
     pub fn gid_index_find(&self, port: u8, filter: &Filter, start: u32) -> io::Result<u32> {
         self.port(port)?.find(filter, start).map_err(|e| io::Error::from_raw_os_error(e.code))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::process::{Command, Stdio};
+
+    /// The child of `a_failed_detach_on_drop_survives_a_closed_stderr`:
+    /// drops an attachment whose detach fails (a QP without a context:
+    /// EINVAL at the door), with stderr a pipe nobody reads. Does nothing
+    /// when run by hand.
+    #[test]
+    fn child_drops_a_failing_attachment() {
+        if std::env::var_os("RSVERBS_TEST_DROP_CHILD").is_none() {
+            return;
+        }
+        // SAFETY: an all-zero ibv_qp is a valid value (NULL pointers, 0s).
+        let mut raw: ibv_qp = unsafe { core::mem::zeroed() };
+        // SAFETY: raw lives to the end of this function.
+        let qp = unsafe { Qp::from_raw(&mut raw) }.expect("non-NULL");
+        let a = Attachment { qp, gid: [0xff; 16], lid: 0 };
+        drop(a);
+        // SAFETY: a plain write to stdout, for the parent to see.
+        let _ = unsafe { libc::write(libc::STDOUT_FILENO, b"dropped\n".as_ptr().cast(), 8) };
+    }
+
+    /// issue 29 item 9: the failed-detach message on a closed stderr
+    /// (EPIPE, SIGPIPE ignored as std does) must not panic in `drop`.
+    #[test]
+    fn a_failed_detach_on_drop_survives_a_closed_stderr() {
+        let mut fds = [0; 2];
+        // SAFETY: pipe fills two fds.
+        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        // SAFETY: fresh fds we own; the read end is closed at once.
+        let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        drop(r);
+        let out = Command::new(std::env::current_exe().expect("the test binary"))
+            .args(["--exact", "safe::tests::child_drops_a_failing_attachment", "--nocapture", "--test-threads=1"])
+            .env("RSVERBS_TEST_DROP_CHILD", "1")
+            .stdin(Stdio::null())
+            .stderr(Stdio::from(w))
+            .output()
+            .expect("run the child");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success() && stdout.contains("dropped\n"), "child: {:?}\n{stdout}", out.status);
     }
 }

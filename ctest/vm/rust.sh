@@ -67,4 +67,46 @@ for step in "GID entries; perftest's index" "attached through rsverbs::safe" "af
 	check "step: $step" grep -q "^attach: ok .*$step" $W/attach.out
 done
 grep -q WRONG $W/attach.out && fail "a step is WRONG: $(grep WRONG $W/attach.out | head -1)"
+
+# A dependent crate (ctest/consumer, issue 31): build/examples/receiver
+# keeps its QP and two Attachments in one struct. While it holds them the
+# kernel shows the first group's MAC; dropping one attachment detaches it
+# (rdma-core's ibv_detach_mcast then EINVAL); dropping the struct detaches
+# the other before the QP is destroyed, and the kernel's ibv_destroy_qp
+# answers 0, where it answers EBUSY for a QP still attached (the control:
+# a forgotten attachment).
+R=${RSVERBS_RECEIVER:-$(dirname "$RSVERBS_LIB")/examples/receiver}
+MAC=3333ef050711 # ff0e::ffff:ef05:711, the receiver's first group
+check "before the receiver: $MAC not on $ND" mac_off
+coproc RX { exec "$R" --wait $DEV 2>&1; }
+# rx_upto PREFIX: as upto, for the receiver, into receiver.out.
+rx_upto() {
+	local line
+	while IFS= read -r -t 60 line <&"${RX[0]}"; do
+		echo "$line" >> $W/receiver.out
+		case $line in "$1"*) return 0 ;; esac
+	done
+	return 1
+}
+if rx_upto "receiver: holding them"; then
+	pass "the receiver holds two groups in the struct beside its QP"
+	check "held by the receiver: the kernel shows the group ($MAC on $ND)" wait_until 10 mac_on
+	echo >&"${RX[1]}"
+	check "the receiver reported the drop of its struct" rx_upto "receiver: dropped"
+	echo >&"${RX[1]}"
+else
+	fail "the receiver did not reach its attachments"
+fi
+rx_upto "never printed"
+wait "$RX_PID"
+rc=$?
+check "the receiver exits 0: every step as it should be (rc $rc)" [ $rc = 0 ]
+for step in "two groups held in the struct" \
+	"after dropping the first attachment, rdma-core's ibv_detach_mcast of it: 22" \
+	"dropping the struct detached the second group, then ibv_destroy_qp: 0" \
+	"control: a forgotten attachment stays, and ibv_destroy_qp is 16" \
+	"control: rdma-core detaches it: 0" "control: then ibv_destroy_qp: 0"; do
+	check "receiver step: $step" grep -qF "receiver: ok $step" $W/receiver.out
+done
+grep -q WRONG $W/receiver.out && fail "a receiver step is WRONG: $(grep WRONG $W/receiver.out | head -1)"
 finish

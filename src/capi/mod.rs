@@ -28,7 +28,7 @@ use core::ffi::c_int;
 
 pub mod select;
 
-#[cfg(all(feature = "symver", not(test)))]
+#[cfg(all(rsverbs_symver, not(test)))]
 core::arch::global_asm!(
     ".symver rsverbs_attach_mcast, ibv_attach_mcast@@IBVERBS_1.1",
     ".symver rsverbs_detach_mcast, ibv_detach_mcast@@IBVERBS_1.1",

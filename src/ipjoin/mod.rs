@@ -155,6 +155,7 @@ fn unlock() {
 /// thread may have held the lock at fork time: it does not exist in the
 /// child, so the lock is taken over; the counts it may have left half
 /// changed are leaked, not freed. No allocation or free.
+#[cfg_attr(not(rsverbs_clib), allow(dead_code))] // lifecycle.rs is the C library's only
 pub fn after_fork_in_child() {
     if MODE.peek() != Some(ON) {
         return;
@@ -172,6 +173,7 @@ pub fn after_fork_in_child() {
 /// orphaned them before), and the counts freed. Only when the lock is free:
 /// a thread inside a verb at exit is not waited for. The lock is kept, so
 /// that nothing joins after.
+#[cfg_attr(not(rsverbs_clib), allow(dead_code))] // lifecycle.rs is the C library's only caller
 pub fn at_unload() {
     if MODE.peek() != Some(ON) {
         return;

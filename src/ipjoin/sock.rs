@@ -128,6 +128,7 @@ impl Pool {
     /// unload: the memberships end with the sockets, which nothing could
     /// close after the library is gone. fstat, close and no allocation or
     /// free: async-signal-safe, as an atfork child handler must be.
+    #[cfg_attr(not(rsverbs_clib), allow(dead_code))] // lifecycle.rs is the C library's only caller
     pub fn close_ours(&mut self) {
         for s in self.v4.iter().chain(self.v6.iter()) {
             if s.is_ours() {

@@ -115,8 +115,12 @@ pub enum Family {
 /// Which entries to keep; `None` keeps every value of that field.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Filter {
+    /// The entry's type, as `struct ibv_gid_entry`'s `gid_type`:
+    /// `IBV_GID_TYPE_IB` (0), `IBV_GID_TYPE_ROCE_V1` (1), `_V2` (2).
     pub gid_type: Option<u32>,
+    /// IPv4-mapped or not.
     pub family: Option<Family>,
+    /// The netdev's ifindex.
     pub ifindex: Option<u32>,
     /// The netdev's VLAN ID, or [`NO_VLAN`] for a netdev that is not a VLAN.
     pub vlan: Option<u16>,
@@ -125,6 +129,7 @@ pub struct Filter {
 impl Filter {
     /// Whether `g` passes; `vlan_of(ifindex)` is asked only when the filter
     /// names a VLAN.
+    #[doc(hidden)]
     pub fn keeps(&self, g: &Gid, vlan_of: &dyn Fn(u32) -> u16) -> bool {
         let family = if v4_mapped(&g.raw).is_some() { Family::V4 } else { Family::V6 };
         self.gid_type.is_none_or(|t| t == g.gid_type)
