@@ -26,19 +26,54 @@ use crate::mgid::Mgid;
 use alloc::vec::Vec;
 use core::ffi::c_int;
 
-/// One of rsverbs' sockets: its fd and the socket inode it was opened on.
+/// One of rsverbs' sockets: its fd and the socket it was opened on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sock {
     pub fd: c_int,
-    ino: u64,
+    id: Id,
+}
+
+/// Which socket an fd names. The socket cookie (`SO_COOKIE`, Linux 4.13+:
+/// net/core/sock_diag.c `sock_gen_cookie`, a 64-bit counter never reused
+/// while the system runs) when the kernel has it; else the socket inode
+/// (sockfs `get_next_ino`: reused once the socket is freed, so a new
+/// socket of the program's may, rarely, carry a closed one's number).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Id {
+    Cookie(u64),
+    Inode(u64),
 }
 
 impl Sock {
-    /// Whether `fd` still names this socket. fstat(2) only:
-    /// async-signal-safe, for the atfork child handler.
+    /// Whether `fd` still names this socket. getsockopt(2) or fstat(2)
+    /// only: async-signal-safe, for the atfork child handler.
     pub fn is_ours(&self) -> bool {
-        inode(self.fd) == Some(self.ino)
+        match self.id {
+            Id::Cookie(c) => cookie(self.fd) == Some(c),
+            Id::Inode(i) => inode(self.fd) == Some(i),
+        }
     }
+}
+
+/// `SO_COOKIE` (asm-generic/socket.h: 57 on x86_64, aarch64, powerpc64le
+/// and s390x alike; only alpha, mips, parisc and sparc differ).
+const SO_COOKIE: c_int = 57;
+
+/// The cookie of the socket `fd` names; None when `fd` is no socket
+/// (ENOTSOCK, EBADF) or the kernel has no SO_COOKIE (ENOPROTOOPT, before
+/// 4.13).
+fn cookie(fd: c_int) -> Option<u64> {
+    let mut c: u64 = 0;
+    let mut len = size_of::<u64>() as libc::socklen_t;
+    // SAFETY: c and len are valid out-pointers of the sizes passed.
+    let rc = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, SO_COOKIE, (&mut c as *mut u64).cast(), &mut len) };
+    (rc == 0 && len as usize == size_of::<u64>()).then_some(c)
+}
+
+/// The identity of the socket just opened at `fd`: its cookie, else its
+/// inode; None when `fd` is no socket.
+fn id(fd: c_int) -> Option<Id> {
+    cookie(fd).map(Id::Cookie).or_else(|| inode(fd).map(Id::Inode))
 }
 
 /// The socket inode `fd` names, if it is a socket.
@@ -123,8 +158,8 @@ impl Pool {
             return Err(crate::error::errno());
         }
         f.tried += 1;
-        let joined = match inode(fd) {
-            Some(ino) => membership(fd, true, ifindex, mgid).map(|()| Sock { fd, ino }),
+        let joined = match id(fd) {
+            Some(id) => membership(fd, true, ifindex, mgid).map(|()| Sock { fd, id }),
             None => Err(libc::EBADF),
         };
         match joined {
@@ -321,6 +356,43 @@ mod tests {
         assert_eq!(pool.join(lo, &g(0)), Ok(joined[0]));
         assert_eq!(pool.sizes().0, 10);
         pool.close_ours();
+    }
+
+    /// Issue 29 item 12: a socket is known by its cookie, which the kernel
+    /// never reuses (an inode number is reused once its socket is freed);
+    /// by its inode only on kernels before 4.13.
+    #[test]
+    fn a_socket_is_known_by_its_cookie() {
+        // SAFETY: a NUL-terminated literal.
+        let lo = unsafe { libc::if_nametoindex(c"lo".as_ptr()) };
+        let mut pool = Pool::new();
+        let s = pool.join(lo, &mapped([239, 254, 80, 1])).expect("join");
+        let mut c: u64 = 0;
+        let mut len = 8 as libc::socklen_t;
+        // SAFETY: the kernel's own answer, asked directly: c and len are
+        // valid out-pointers of the sizes passed.
+        let has = unsafe { libc::getsockopt(s.fd, libc::SOL_SOCKET, 57, (&mut c as *mut u64).cast(), &mut len) } == 0;
+        if !has {
+            println!("a_socket_is_known_by_its_cookie: skipped, no SO_COOKIE (kernel before 4.13)");
+            assert!(matches!(s.id, Id::Inode(_)));
+            pool.close_ours();
+            return;
+        }
+        assert_eq!(s.id, Id::Cookie(c));
+        assert!(s.is_ours());
+        // Another socket at the same number: another cookie, not ours.
+        // SAFETY: plain socket calls standing in for the program's.
+        unsafe {
+            let t = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+            assert_ne!(cookie(t), Some(c));
+            assert_eq!(libc::dup2(t, s.fd), s.fd);
+            libc::close(t);
+        }
+        assert!(!s.is_ours());
+        assert_eq!(cookie(-1), None);
+        pool.close_ours();
+        // SAFETY: the program's own fd, at our old number.
+        unsafe { libc::close(s.fd) };
     }
 
     /// docs/security.md: a socket the program closed, whose number the
