@@ -26,6 +26,22 @@ tool=${RSVERBS_TOOL:-$B/rsverbs}
 check "the rsverbs command (the rlib) defines no ibv_* name" \
   sh -c '[ -x "$1" ] && ! nm "$1" | grep -Eq " [TtWw] _?ibv_"' _ "$tool"
 
+# The command's usage errors need no device (issue 29 item 10): a non-UTF-8
+# argument is exit 2 with the usage on stderr (it was a panic: SIGABRT, exit
+# 134), and so is a device name that does not exist (rsverbs(1) EXIT STATUS).
+# usage_rc ARGS...: the exit status, when stderr has the usage and stdout is empty.
+usage_rc() {
+  "$tool" "$@" >"$O/tool.out" 2>"$O/tool.err"
+  local rc=$?
+  if grep -q '^usage: rsverbs' "$O/tool.err" && [ ! -s "$O/tool.out" ]; then echo $rc; else echo "$rc (no usage on stderr, or output on stdout)"; fi
+}
+rc=$(usage_rc gids "$(printf 'rxe\377')")
+check "rsverbs gids with a non-UTF-8 argument: usage error, exit 2 (got $rc)" [ "$rc" = 2 ]
+rc=$(usage_rc doctor 239.1.1.1 --dev "$(printf '\377')")
+check "rsverbs doctor with a non-UTF-8 --dev: usage error, exit 2 (got $rc)" [ "$rc" = 2 ]
+rc=$(usage_rc gids rsverbs-no-such-device)
+check "rsverbs gids with a device that does not exist: usage error, exit 2 (got $rc)" [ "$rc" = 2 ]
+
 # The same exports and version nodes from the other linker (GNU ld vs zig's
 # lld): the link is one decision for both (docs/building.md).
 linker=$(cat "$B/linker" 2>/dev/null || echo unknown)

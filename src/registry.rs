@@ -161,6 +161,18 @@ pub fn insert(a: &Attachment) -> Insert {
         if s.state.compare_exchange(cur, ((generation + 1) << 2) | BUSY, Acquire, Relaxed).is_err() {
             continue;
         }
+        // The seqlock writer's fence (Boehm, "Can seqlocks get along with
+        // programming language memory models?", MSPC 2012, fig. 6; Linux
+        // seqlock.h `do_write_seqcount_begin_nested`: the increment, then
+        // smp_wmb()): the claim must be visible before any of the data
+        // stores below. A reader that loaded an older generation and then
+        // read one of these stores has its fence(Acquire) (`read`)
+        // synchronize with this fence, so its second state load sees the
+        // claim or later and it discards the copy. The CAS's Acquire orders
+        // nothing after it for other threads: on POWER (not multi-copy
+        // atomic; lwsync here) a reader could see new data with the old
+        // state. On x86 (TSO) this compiles to nothing.
+        fence(Release);
         s.ctx.store(a.qp.ctx as u64, Relaxed);
         s.handle_pid.store(u64::from(a.qp.handle) | (u64::from(a.pid) << 32), Relaxed);
         let g = halves(&a.gid);

@@ -205,12 +205,17 @@ fn done(rc: isize) -> Result<usize, c_int> {
 
 /// `openat(AT_FDCWD, path, flags | O_CLOEXEC, mode)`: the new fd.
 pub fn open(path: &CStr, flags: c_int, mode: c_uint) -> Result<c_int, c_int> {
-    // SAFETY: path is NUL-terminated and outlives the call.
+    openat(libc::AT_FDCWD, path, flags, mode)
+}
+
+/// `openat(dirfd, name, flags | O_CLOEXEC, mode)`: the new fd.
+pub fn openat(dirfd: c_int, name: &CStr, flags: c_int, mode: c_uint) -> Result<c_int, c_int> {
+    // SAFETY: name is NUL-terminated and outlives the call.
     let rc = unsafe {
         syscall4(
             libc::SYS_openat,
-            libc::AT_FDCWD as usize,
-            path.as_ptr() as usize,
+            dirfd as isize as usize,
+            name.as_ptr() as usize,
             (flags | libc::O_CLOEXEC) as usize,
             mode as usize,
         )

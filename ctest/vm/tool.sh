@@ -353,6 +353,41 @@ bad json-unknown-dev doctor $G --dev nosuch0 --json
 bad gids-unknown-dev gids nosuch0
 bad gids-bad-port gids $DEV:x
 bad no-command
+bad non-utf8 gids "$(printf 'rxe\377')"
+
+# A device that exists but cannot be opened (issue 29 item 10): rsverbs(1)
+# EXIT STATUS, 1 "a device could not be queried" (the parent commit exited
+# 0). rdma-core lists a device whose /dev/infiniband node stat()s, then
+# opens it; a preloaded open()/openat() refuses $DEV's node with EACCES.
+uv=$(grep -lx $DEV /sys/class/infiniband_verbs/uverbs*/ibdev 2>/dev/null | head -1 | xargs -r dirname | xargs -r basename)
+cat > $W/noopen.c <<EOC
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <string.h>
+static int refused(const char *p) { return p && !strcmp(p, "/dev/infiniband/$uv"); }
+#define WRAP(name, ...) int name(__VA_ARGS__, int flags, ...) { \\
+	va_list ap; va_start(ap, flags); int mode = va_arg(ap, int); va_end(ap); \\
+	if (refused(path)) { errno = EACCES; return -1; } \\
+	int (*real)() = (int (*)())dlsym(RTLD_NEXT, #name); return real(ARGS, flags, mode); }
+#define ARGS path
+WRAP(open, const char *path) WRAP(open64, const char *path)
+#undef ARGS
+#define ARGS dfd, path
+WRAP(openat, int dfd, const char *path) WRAP(openat64, int dfd, const char *path)
+EOC
+if [ -z "$uv" ]; then
+	fail "gids, $DEV not openable: no uverbs node names $DEV in /sys/class/infiniband_verbs"
+elif ! cc -shared -fPIC -o $W/noopen.so $W/noopen.c -ldl 2> $W/noopen.cc.err; then
+	echo "skip gids-unopenable: no C compiler for the preload ($(head -1 $W/noopen.cc.err))"
+else
+	LD_PRELOAD=$W/noopen.so "$T" gids $DEV > $W/unopenable.out 2> $W/unopenable.err
+	rc=$?
+	check "gids $DEV when /dev/infiniband/$uv cannot be opened: exit 1, ibv_open_device failed on stderr (got $rc)" \
+		sh -c '[ "$1" = 1 ] && grep -q "ibv_open_device failed" "$2"' _ $rc $W/unopenable.err
+fi
 check "rsverbs --help: exit 0, usage on stdout" sh -c "'$T' --help | grep -q '^usage: rsverbs gids'"
 
 restore

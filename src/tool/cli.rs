@@ -16,6 +16,16 @@ pub enum Command {
     Doctor { group: String, dev: Option<String>, port: Option<u8>, json: bool },
 }
 
+/// The arguments as text; Err (a usage error, exit 2) names the first one
+/// that is not UTF-8 (`std::env::args` would panic on it, and the command
+/// died of SIGABRT, exit 134: issue 29 item 10).
+pub fn strings(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Vec<String>, String> {
+    args.into_iter()
+        .enumerate()
+        .map(|(i, a)| a.into_string().map_err(|a| format!("argument {} is not UTF-8: '{}'", i + 1, a.to_string_lossy())))
+        .collect()
+}
+
 /// Parses the arguments after the program name; Err is a usage error.
 pub fn parse(args: &[String]) -> Result<Command, String> {
     let Some(verb) = args.first() else {
@@ -82,5 +92,14 @@ mod tests {
         for bad in [&["doctor"][..], &["doctor", "g", "--bogus"], &["doctor", "g", "--port", "0"], &["doctor", "g", "--dev"], &["gids", "x:y"], &["frob"], &[]] {
             assert!(p(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_non_utf8_argument_is_a_usage_error() {
+        use std::os::unix::ffi::OsStringExt;
+        let bad = std::ffi::OsString::from_vec(b"rxe\xff".to_vec());
+        let e = strings(["gids".into(), bad]).unwrap_err();
+        assert_eq!(e, "argument 2 is not UTF-8: 'rxe\u{fffd}'");
+        assert_eq!(strings(["gids".into(), "rxe1".into()]), Ok(vec!["gids".to_string(), "rxe1".to_string()]));
     }
 }

@@ -24,8 +24,9 @@ fn usage_error(msg: &str) -> i32 {
     2
 }
 
-/// The devices to look at: DEV only, or all; Err names an unknown DEV.
-fn devices(dev: Option<&str>) -> Result<Vec<ffi::Device>, String> {
+/// The devices to look at: DEV only, or all, and whether one of them could
+/// not be opened (exit 1, rsverbs(1) EXIT STATUS); Err names an unknown DEV.
+fn devices(dev: Option<&str>) -> Result<(Vec<ffi::Device>, bool), String> {
     let names = ffi::device_names();
     let chosen: Vec<String> = match dev {
         Some(d) if !names.iter().any(|n| n == d) => {
@@ -35,13 +36,17 @@ fn devices(dev: Option<&str>) -> Result<Vec<ffi::Device>, String> {
         None => names,
     };
     let mut out = Vec::new();
+    let mut failed = false;
     for n in chosen {
         match ffi::open(&n) {
             Some(d) => out.push(d),
-            None => eprintln!("rsverbs: {n}: ibv_open_device failed: {}", std::io::Error::last_os_error()),
+            None => {
+                eprintln!("rsverbs: {n}: ibv_open_device failed: {}", std::io::Error::last_os_error());
+                failed = true;
+            }
         }
     }
-    Ok(out)
+    Ok((out, failed))
 }
 
 /// A PORT beyond the device's ports is bad usage, like an unknown device.
@@ -61,8 +66,7 @@ fn main() {
     // `grep -q` closes the pipe (Rust ignores SIGPIPE, so println! would panic).
     // SAFETY: setting a signal disposition to its default, before any thread exists.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let code = match cli::parse(&args) {
+    let code = match cli::strings(std::env::args_os().skip(1)).and_then(|a| cli::parse(&a)) {
         Err(e) => usage_error(&e),
         Ok(Command::Help) => {
             println!("{}", cli::USAGE);
@@ -72,15 +76,16 @@ fn main() {
             println!("rsverbs {}", env!("CARGO_PKG_VERSION"));
             0
         }
-        Ok(Command::Gids { dev, port }) => match devices(dev.as_deref()).and_then(|d| check_port(&d, port).map(|()| d)) {
+        Ok(Command::Gids { dev, port }) => match devices(dev.as_deref()).and_then(|d| check_port(&d.0, port).map(|()| d)) {
             Err(e) => usage_error(&e),
-            Ok(devs) => gids::run(&devs, port),
+            // A device that could not be opened is one not queried: 1.
+            Ok((devs, failed)) => gids::run(&devs, port).max(i32::from(failed)),
         },
         Ok(Command::Doctor { group, dev, port, json }) => match group::Group::parse(&group) {
             Err(e) => usage_error(&format!("doctor: {e}")),
-            Ok(g) => match devices(dev.as_deref()).and_then(|d| check_port(&d, port).map(|()| d)) {
+            Ok(g) => match devices(dev.as_deref()).and_then(|d| check_port(&d.0, port).map(|()| d)) {
                 Err(e) => usage_error(&e),
-                Ok(devs) => doctor::run(&devs, port, g, &group, json),
+                Ok((devs, _)) => doctor::run(&devs, port, g, &group, json),
             },
         },
     };

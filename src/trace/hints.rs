@@ -194,13 +194,13 @@ pub fn ip_join_failed(pid: u32, netdev: &str, mgid: &Mgid, e: i32) {
         let _ = write!(l, "RSVERBS_MCAST_IPJOIN could not join {g} on {netdev}: {}", Res(e));
         let why = match e {
             libc::ENOBUFS => {
-                " (each socket holds at most net.ipv4.igmp_max_memberships IPv4 groups, and a new socket could                  not take it either: the limit is 0?). Raise it: sysctl -w net.ipv4.igmp_max_memberships=N."
+                " (each socket holds at most net.ipv4.igmp_max_memberships IPv4 groups, and a new socket could not take it either: the limit is 0?). Raise it: sysctl -w net.ipv4.igmp_max_memberships=N."
             }
             libc::ENOMEM => {
-                " (a socket's group list lives in its option memory, net.core.optmem_max, and a new socket could                  not take it either). Raise it: sysctl -w net.core.optmem_max=N."
+                " (a socket's group list lives in its option memory, net.core.optmem_max, and a new socket could not take it either). Raise it: sysctl -w net.core.optmem_max=N."
             }
             libc::EMFILE | libc::ENFILE => {
-                " (no file descriptor left for another socket). Raise the process's limit (ulimit -n) or the                  system's (fs.file-max)."
+                " (no file descriptor left for another socket). Raise the process's limit (ulimit -n) or the system's (fs.file-max)."
             }
             _ => ".",
         };
