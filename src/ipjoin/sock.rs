@@ -154,7 +154,7 @@ impl Pool {
         }
         // Room for the new socket first: a failed allocation is ENOMEM,
         // never an abort, and never a socket that nothing holds.
-        if socks.try_reserve(1).is_err() {
+        if f.socks.try_reserve(1).is_err() {
             return Err(libc::ENOMEM);
         }
         // SAFETY: plain socket(2).

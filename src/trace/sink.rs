@@ -86,7 +86,15 @@ impl Sink {
     }
 
     fn to_file(&self, path: &[u8]) -> bool {
-        let Ok(c) = CString::new(path) else { return false };
+        // The path's copy allocated fallibly, with room for its NUL, so that
+        // CString::new does not grow it (a failed allocation: no trace file,
+        // never an abort).
+        let mut v = alloc::vec::Vec::new();
+        if v.try_reserve_exact(path.len() + 1).is_err() {
+            return false;
+        }
+        v.extend_from_slice(path);
+        let Ok(c) = CString::new(v) else { return false };
         let Some(fd) = open(&c, guarded()) else { return false };
         // Set once per process (RSVERBS_TRACE is read once).
         let _ = self.path.set(c);
