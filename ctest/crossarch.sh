@@ -84,7 +84,13 @@ done
 # their syscalls to this x86_64 kernel, which answers an unknown ioctl
 # with ENOSYS and prints /proc/net/igmp in its own byte order. They run in
 # each architecture's guest instead (make matrix-arch).
+# Also left out: the trace file's tests (as root the sink walks the path
+# from "/", and qemu-user's -L prefix answers "/" with the sysroot, which
+# has no /tmp), and the one that re-runs the test binary as a child (the
+# child is exec'd without qemu-user). The host runs all of them.
 KERNEL_TESTS=(ipjoin::sock::tests:: trace::facts::tests::igmp_membership_per_device
+  trace::sink::tests:: trace::tests::configure_values
+  safe::tests::a_failed_detach_on_drop_survives_a_closed_stderr
   uverbs::route::tests::discovery_on_a_non_uverbs_fd_reports_the_kernel_errno
   uverbs::route::tests::enotty_from_a_non_uverbs_fd_is_not_cached)
 for a in ${RSVERBS_UNIT_ARCHES:-$ARCHES}; do
@@ -113,7 +119,7 @@ for a in ${RSVERBS_UNIT_ARCHES:-$ARCHES}; do
     n=$((n + 1))
     case $res in ok) pass "$a unit: $name" ;; ignored*) ;; *) fail "$a unit: $name ($res)" ;; esac
   done < <(grep -E '^test .* \.\.\. ' "$out")
-  check "$a unit: cargo test finished cleanly ($n tests, ${#KERNEL_TESTS[@]} kernel-facing ones left to the guest)" \
+  check "$a unit: cargo test finished cleanly ($n tests, ${#KERNEL_TESTS[@]} left out under qemu-user)" \
     grep -q '^test result: ok' "$out"
   grep -E '^test result|panicked' "$out"
 done
