@@ -114,3 +114,10 @@ pub mod view;
 #[cfg(all(doctest, feature = "std"))]
 #[doc = include_str!("../README.crate.md")]
 struct ReadmeDoctest;
+
+// docs/rust.md too: its example and its recipes for each Rust RDMA binding
+// (compiled against stand-ins of the bindings' accessors, docs/rust.md
+// "Recipes"). Cargo.toml's include ships it, for the packaged crate's tests.
+#[cfg(all(doctest, feature = "std"))]
+#[doc = include_str!("../docs/rust.md")]
+struct RustMdDoctest;
