@@ -13,7 +13,7 @@ out=$(mktemp)
 # "test NAME ... RESULT"; a doctest's NAME has spaces ("src/safe.rs - safe (line 8)").
 while IFS= read -r line; do
   name=${line#test }; name=${name%% ... *}; res=${line##* ... }
-  case $res in ok) pass "$name" ;; ignored*) echo "skip $name (long run: make fuzz)" ;; *) fail "$name ($res)" ;; esac
+  case $res in ok) pass "$name" ;; ignored*) echo "skip $name (ignored: a long run for make fuzz, or a child another test runs)" ;; *) fail "$name ($res)" ;; esac
 done < <(grep -E '^test .* \.\.\. ' "$out")
 grep -q '^test result: ok' "$out" && ! grep -q '^test result: FAILED' "$out" || fail "cargo test did not finish cleanly"
 grep -q '^test cli::tests::' "$out" || fail "the rsverbs command's tests (src/tool) did not run"
