@@ -38,7 +38,7 @@ first="00_smoke conform diffrand e2e hostile rust writepath"
 second=00_smoke
 for s in ctest/vm/*.sh; do
   s=$(basename "$s" .sh)
-  grep -qw "$s" <<<"$first faults trace zz_bench_smoke select tool" || second="$second $s"
+  grep -qw "$s" <<<"$first faults trace zz_bench_smoke select tool nomem" || second="$second $s"
 done
 traced=("$first" "$second")
 fanout="2"

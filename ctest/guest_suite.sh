@@ -45,7 +45,9 @@ OPT_IN="faults"
 # through an export's hooks: src/capi/select.rs, src/tool), and the traced
 # verbs that select's programs make through rdma_cm and perftest are
 # compat's too. (The safe Rust API goes through the exports: rust runs.)
-[ -z "${RSVERBS_TRACE_ALL:-}" ] || OPT_IN="$OPT_IN trace zz_bench_smoke select tool"
+# nomem sets its features itself, and its plain runs must have none (it
+# counts the library's allocations there: tracing would make some).
+[ -z "${RSVERBS_TRACE_ALL:-}" ] || OPT_IN="$OPT_IN trace zz_bench_smoke select tool nomem"
 status=0
 for s in ctest/vm/*.sh; do
   if [ -n "${RSVERBS_SUITES:-}" ]; then

@@ -16,7 +16,8 @@ DEV=${NOMEM_DEV:-rxe1} NET=${NOMEM_NET:-dummy0}
 for mode in relinked preload; do
   if [ $mode = relinked ]; then P=("$BIN/nomem.rsv"); else P=(env LD_PRELOAD="$RSVERBS_LIB" "$BIN/nomem"); fi
   for feat in plain features; do
-    E=(); [ $feat = features ] && E=(RSVERBS_MCAST_IPJOIN=1 RSVERBS_TRACE="hints:$W/$mode.$feat.trace")
+    # Plain: no feature, whatever the suite's environment says.
+    E=(-u RSVERBS_TRACE -u RSVERBS_MCAST_IPJOIN); [ $feat = features ] && E=(RSVERBS_MCAST_IPJOIN=1 RSVERBS_TRACE="hints:$W/$mode.$feat.trace")
     l=$mode.$feat
     timeout 120 env "${E[@]}" "${P[@]}" "$DEV" "$NET" > "$W/$l.mem" 2> "$W/$l.mem.err"
     rc=$?
