@@ -127,10 +127,10 @@ pub fn lids(qp: QpKey, gid: &[u8; 16]) -> Vec<u16> {
         // order as it grows, so that no sort is linked for a list this short.
         if a.qp == qp && a.gid == *gid {
             // A failed allocation leaves the LID out (no abort).
-            if let Err(at) = v.binary_search(&a.lid) {
-                if v.try_reserve(1).is_ok() {
-                    v.insert(at, a.lid);
-                }
+            if let Err(at) = v.binary_search(&a.lid)
+                && v.try_reserve(1).is_ok()
+            {
+                v.insert(at, a.lid);
             }
         }
     });

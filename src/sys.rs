@@ -171,15 +171,100 @@ pub unsafe fn syscall4(nr: c_long, a: usize, b: usize, c: usize, d: usize) -> is
     ret
 }
 
-/// Other architectures: libc's `syscall()` (glibc's is plain assembly,
-/// sysdeps/unix/sysv/linux/*/syscall.S: not a cancellation point),
-/// normalised to -errno with `errno` restored. (powerpc64's inline assembly
-/// is stable only from a Rust release later than this crate's
-/// rust-version.)
+/// The same on powerpc64 (both byte orders): `sc`, as the kernel's syscall
+/// ABI (Documentation/arch/powerpc/syscall64-abi.rst): number in r0,
+/// arguments in r3-r8, result in r3. On failure the kernel sets cr0's
+/// summary-overflow bit and leaves the positive errno in r3, so `bns`
+/// skips the `neg` on success: -errno on failure, as the other
+/// architectures' raw paths return. Registers as glibc's `SYSCALL_SC`
+/// (sysdeps/unix/sysv/linux/powerpc/sysdep.h): r0 and r3-r8 are outputs
+/// (volatile across `sc`), r9-r12, cr0, ctr and xer are clobbered; lr,
+/// cr1 and cr5-7 survive (the ABI doc's exceptions to the ELF ABI's
+/// volatile set). `sc`, not `scv 0`: `scv` needs POWER9 and a kernel that
+/// sets `PPC_FEATURE2_SCV`, and `sc` works on every POWER. Inline assembly
+/// is stable on powerpc64 from Rust 1.95 (rust-lang/rust#147996), hence
+/// the crate's rust-version (docs/building.md).
 ///
 /// # Safety
 /// As the syscall `nr` with these arguments.
-#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "s390x")))]
+#[cfg(target_arch = "powerpc64")]
+#[inline(always)]
+pub unsafe fn syscall3(nr: c_long, a: usize, b: usize, c: usize) -> isize {
+    let ret: isize;
+    // SAFETY: the powerpc64 Linux syscall ABI above.
+    unsafe {
+        core::arch::asm!(
+            "sc",
+            "bns+ 2f",
+            "neg 3, 3",
+            "2:",
+            inlateout("r0") nr => _,
+            inlateout("r3") a as isize => ret,
+            inlateout("r4") b => _,
+            inlateout("r5") c => _,
+            lateout("r6") _,
+            lateout("r7") _,
+            lateout("r8") _,
+            lateout("r9") _,
+            lateout("r10") _,
+            lateout("r11") _,
+            lateout("r12") _,
+            out("cr0") _,
+            out("ctr") _,
+            out("xer") _,
+            options(nostack),
+        );
+    }
+    ret
+}
+
+/// See the powerpc64 [`syscall3`]; the fourth argument in r6.
+///
+/// # Safety
+/// As the syscall `nr` with these arguments.
+#[cfg(target_arch = "powerpc64")]
+#[inline(always)]
+pub unsafe fn syscall4(nr: c_long, a: usize, b: usize, c: usize, d: usize) -> isize {
+    let ret: isize;
+    // SAFETY: the powerpc64 Linux syscall ABI above.
+    unsafe {
+        core::arch::asm!(
+            "sc",
+            "bns+ 2f",
+            "neg 3, 3",
+            "2:",
+            inlateout("r0") nr => _,
+            inlateout("r3") a as isize => ret,
+            inlateout("r4") b => _,
+            inlateout("r5") c => _,
+            inlateout("r6") d => _,
+            lateout("r7") _,
+            lateout("r8") _,
+            lateout("r9") _,
+            lateout("r10") _,
+            lateout("r11") _,
+            lateout("r12") _,
+            out("cr0") _,
+            out("ctr") _,
+            out("xer") _,
+            options(nostack),
+        );
+    }
+    ret
+}
+
+/// Other architectures: libc's `syscall()` (glibc's is plain assembly,
+/// sysdeps/unix/sysv/linux/*/syscall.S: not a cancellation point),
+/// normalised to -errno with `errno` restored.
+///
+/// # Safety
+/// As the syscall `nr` with these arguments.
+#[cfg(not(any(
+    target_arch = "x86_64",
+    target_arch = "aarch64",
+    target_arch = "s390x",
+    target_arch = "powerpc64"
+)))]
 pub unsafe fn syscall4(nr: c_long, a: usize, b: usize, c: usize, d: usize) -> isize {
     let _errno = crate::error::ErrnoGuard::save();
     // SAFETY: forwarded from the caller.
@@ -191,7 +276,12 @@ pub unsafe fn syscall4(nr: c_long, a: usize, b: usize, c: usize, d: usize) -> is
 ///
 /// # Safety
 /// As the syscall `nr` with these arguments.
-#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "s390x")))]
+#[cfg(not(any(
+    target_arch = "x86_64",
+    target_arch = "aarch64",
+    target_arch = "s390x",
+    target_arch = "powerpc64"
+)))]
 #[inline(always)]
 pub unsafe fn syscall3(nr: c_long, a: usize, b: usize, c: usize) -> isize {
     // SAFETY: forwarded from the caller.

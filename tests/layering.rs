@@ -247,10 +247,10 @@ fn no_import_cycle() {
     }
     let mut state = BTreeMap::new();
     for m in g.keys() {
-        if state.get(m.as_str()).copied().unwrap_or(0) == 0 {
-            if let Some(c) = visit(m, &g, &mut state, &mut Vec::new()) {
-                panic!("import cycle: {}", c.join(" -> "));
-            }
+        if state.get(m.as_str()).copied().unwrap_or(0) == 0
+            && let Some(c) = visit(m, &g, &mut state, &mut Vec::new())
+        {
+            panic!("import cycle: {}", c.join(" -> "));
         }
     }
 }

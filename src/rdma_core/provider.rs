@@ -255,7 +255,7 @@ mod tests {
                         let mut spins = 0u32;
                         while gate.load(Acquire) < THREADS {
                             spins += 1;
-                            if spins % 1024 == 0 {
+                            if spins.is_multiple_of(1024) {
                                 std::thread::yield_now();
                             } else {
                                 core::hint::spin_loop();

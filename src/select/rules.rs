@@ -77,10 +77,10 @@ pub fn perftest(slots: &[Slot]) -> u32 {
         let riv4 = is_v4(&slots[i]);
         if riv4 && !cur4 {
             best = i;
-        } else if let (Slot::Gid(c), Slot::Gid(r)) = (&slots[best], &slots[i]) {
-            if rate(r.gid_type) > rate(c.gid_type) {
-                best = i;
-            }
+        } else if let (Slot::Gid(c), Slot::Gid(r)) = (&slots[best], &slots[i])
+            && rate(r.gid_type) > rate(c.gid_type)
+        {
+            best = i;
         }
     }
     best as u32

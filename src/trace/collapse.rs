@@ -121,10 +121,10 @@ pub fn empty(key: RunKey, index: u32) {
 /// Writes the pending run of this process, if any.
 pub fn flush(pid: u32) {
     with(|pending| {
-        if let Some(r) = pending.take() {
-            if r.key.pid == pid {
-                emit(&r);
-            }
+        if let Some(r) = pending.take()
+            && r.key.pid == pid
+        {
+            emit(&r);
         }
     });
 }

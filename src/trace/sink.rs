@@ -586,7 +586,7 @@ mod tests {
         });
         assert_eq!(std::fs::read(&theirs).expect("read"), b"", "wrote into the program's file");
         let got = std::fs::read(&f).expect("read");
-        assert!(!got.is_empty() && got.len() % 6 == 0 && got.len() <= 48, "{got:?}");
+        assert!(!got.is_empty() && got.len().is_multiple_of(6) && got.len() <= 48, "{got:?}");
         assert_eq!(fds_on(&f), 1, "re-opened more than once");
         // SAFETY: the program's fd, closed by the program.
         unsafe { libc::close(ours) };
