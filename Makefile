@@ -201,7 +201,7 @@ $(EXAMPLE): $(LIB_SRCS) examples/attach.rs Cargo.toml Cargo.lock
 	cp $(EXAMPLE_BIN) $@.tmp
 	mv $@.tmp $@
 
-# A dependent crate (ctest/consumer, issue 31): a receiver that stores its
+# A dependent crate (ctest/consumer, docs/rust.md): a receiver that stores its
 # QP and attachments in one struct; ctest/vm/rust.sh runs it too.
 RECEIVER    := $(BUILD)/examples/receiver
 RECEIVER_BIN := target/consumer/$(if $(RUST_TARGET),$(RUST_TARGET)/)release/receiver

@@ -26,7 +26,7 @@ tool=${RSVERBS_TOOL:-$B/rsverbs}
 check "the rsverbs command (the rlib) defines no ibv_* name" \
   sh -c '[ -x "$1" ] && ! nm "$1" | grep -Eq " [TtWw] _?ibv_"' _ "$tool"
 
-# The command's usage errors need no device (issue 29 item 10): a non-UTF-8
+# The command's usage errors need no device (docs/tool.md, rsverbs(1)): a non-UTF-8
 # argument is exit 2 with the usage on stderr (it was a panic: SIGABRT, exit
 # 134), and so is a device name that does not exist (rsverbs(1) EXIT STATUS).
 # usage_rc ARGS...: the exit status, when stderr has the usage and stdout is empty.

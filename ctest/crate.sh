@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The crate as Rust users get it (issue 31, docs/rust.md): two dependents
+# The crate as Rust users get it (docs/rust.md): two dependents
 # (ctest/consumer with the default features, ctest/consumer-nostd with
 # default-features = false) build, neither builds the C archive, and a
 # dependent's binary carries no constructor of the library; the packaged

@@ -5,7 +5,8 @@
  *                       the child forks once more and execs /bin/true.
  * The process's open fds are counted before and after the rounds: with
  * RSVERBS_TRACE=FILE each load opened the trace file, and each unload
- * must close it (issue 29 item 6: 100 rounds left 100 fds before).
+ * must close it (docs/security.md, promise 17: 100 rounds left 100 fds
+ * before).
  * Prints "unload: ok" and exits 0 when every child exited 0 and no fd
  * was left; exits 1 otherwise, naming the signal that killed a child. */
 #define _GNU_SOURCE

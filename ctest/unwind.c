@@ -1,5 +1,5 @@
 /* A thread that ends inside a verb must not take the process with it
- * (issue 29 item 1; docs/security.md, "Thread cancellation").
+ * (docs/security.md, promise 15 and "Thread cancellation").
  *
  * usage: unwind LIB cancel|sigexit
  *

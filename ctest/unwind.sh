@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A thread that ends inside a verb does not take the process with it
-# (ctest/unwind.c; issue 29 item 1, docs/security.md "Thread
+# (ctest/unwind.c; docs/security.md, promise 15 and "Thread
 # cancellation"): pthread_cancel while a traced verb blocks in its write,
 # and pthread_exit() from a signal handler that interrupted it, with the
 # library from each linker (zig's lld and GNU ld). Both aborted the process

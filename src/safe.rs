@@ -363,7 +363,7 @@ mod tests {
         let _ = unsafe { libc::write(libc::STDOUT_FILENO, b"dropped\n".as_ptr().cast(), 8) };
     }
 
-    /// issue 29 item 9: the failed-detach message on a closed stderr
+    /// docs/rust.md: the failed-detach message on a closed stderr
     /// (EPIPE, SIGPIPE ignored as std does) must not panic in `drop`.
     #[test]
     fn a_failed_detach_on_drop_survives_a_closed_stderr() {

@@ -1,5 +1,5 @@
 /* nomem: every allocation rsverbs makes fails, and the verbs still answer
- * as they do with memory (issue 29 item 2; docs/security.md, "Memory";
+ * as they do with memory (docs/security.md, promise 16;
  * ctest/vm/nomem.sh).
  *
  *   nomem DEVICE NETDEV [fail]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Memory exhaustion (issue 29 item 2; docs/security.md, "Memory"): every
+# Memory exhaustion (docs/security.md, promise 16): every
 # allocation librsverbs.so.1 makes fails (ctest/vm/nomem.c interposes
 # malloc and fails the calls whose caller is in the library), on a fresh
 # context: each verb answers exactly as in the same program's run with

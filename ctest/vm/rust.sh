@@ -68,7 +68,7 @@ for step in "GID entries; perftest's index" "attached through rsverbs::safe" "af
 done
 grep -q WRONG $W/attach.out && fail "a step is WRONG: $(grep WRONG $W/attach.out | head -1)"
 
-# A dependent crate (ctest/consumer, issue 31): build/examples/receiver
+# A dependent crate (ctest/consumer, docs/rust.md): build/examples/receiver
 # keeps its QP and two Attachments in one struct. While it holds them the
 # kernel shows the first group's MAC; dropping one attachment detaches it
 # (rdma-core's ibv_detach_mcast then EINVAL); dropping the struct detaches

@@ -355,7 +355,7 @@ bad gids-bad-port gids $DEV:x
 bad no-command
 bad non-utf8 gids "$(printf 'rxe\377')"
 
-# A device that exists but cannot be opened (issue 29 item 10): rsverbs(1)
+# A device that exists but cannot be opened (docs/tool.md): rsverbs(1)
 # EXIT STATUS, 1 "a device could not be queried" (the parent commit exited
 # 0). rdma-core lists a device whose /dev/infiniband node stat()s, then
 # opens it; a preloaded open()/openat() refuses $DEV's node with EACCES.

@@ -258,7 +258,7 @@ mod tests {
         assert_eq!(c.detach(QP1, &g(4)).expect("alloc"), vec![(3, 12)]);
     }
 
-    /// Issue 29 item 5: a new context at the address of one closed with a
+    /// A new context at the address of one closed with a
     /// group attached, whose QP has the same handle but another number,
     /// is joined again (before: taken for a duplicate, never joined).
     #[test]

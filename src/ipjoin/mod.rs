@@ -295,7 +295,7 @@ mod tests {
     }
 
     /// One test, so that nothing else takes the process's one lock
-    /// meanwhile: a waiter sleeps instead of spinning (issue 29 item 4:
+    /// meanwhile: a waiter sleeps instead of spinning (docs/security.md, promise 8:
     /// the spin lock burned its CPU), gets the lock when it is released,
     /// a thread never waits for itself, and a holder whose thread ended
     /// without releasing is taken over.

@@ -92,7 +92,7 @@ pub struct Pool {
 }
 
 /// One family's sockets, and where the next join starts: the socket that
-/// last had room (issue 29 item 11). The sockets before it were full when
+/// last had room (docs/ipjoin.md). The sockets before it were full when
 /// the walk passed them; a leave moves the start back to the socket it
 /// made room in. Without it, every join first tried every full socket:
 /// 4,000 IPv4 groups cost about 402,000 setsockopt calls (200 sockets of
@@ -331,7 +331,7 @@ mod tests {
         pool.close_ours();
     }
 
-    /// Issue 29 item 11: a join starts at the socket that last had room,
+    /// docs/ipjoin.md: a join starts at the socket that last had room,
     /// so N IPv4 groups cost about N + N / igmp_max_memberships setsockopt
     /// calls, not N + (N / limit)^2 * limit / 2 (each join trying every
     /// full socket first: 1,100 calls for 200 groups at 20 per socket). A
@@ -364,7 +364,7 @@ mod tests {
         pool.close_ours();
     }
 
-    /// Issue 29 item 12: a socket is known by its cookie, which the kernel
+    /// docs/security.md, promise 4: a socket is known by its cookie, which the kernel
     /// never reuses (an inode number is reused once its socket is freed);
     /// by its inode only on kernels before 4.13.
     #[test]

@@ -18,7 +18,7 @@ pub enum Command {
 
 /// The arguments as text; Err (a usage error, exit 2) names the first one
 /// that is not UTF-8 (`std::env::args` would panic on it, and the command
-/// died of SIGABRT, exit 134: issue 29 item 10).
+/// died of SIGABRT, exit 134; docs/tool.md).
 pub fn strings(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Vec<String>, String> {
     args.into_iter()
         .enumerate()

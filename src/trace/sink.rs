@@ -171,14 +171,14 @@ impl Sink {
 }
 
 /// Opens `path` for appending; None on any failure. Never opens for
-/// writing what it has not looked at first (issue 29 item 8): the name is
+/// writing what it has not looked at first (docs/security.md, promise 10): the name is
 /// opened `O_PATH|O_NOFOLLOW` (no open of the object itself: no FIFO reader
 /// sees a writer, no device's open runs: fs/open.c `do_dentry_open` returns
 /// before `f_op->open` for O_PATH), `fstat`ed, and only a regular file is
 /// opened again for writing, at the same directory fd, and must be the same
 /// (st_dev, st_ino). A missing name is created `O_CREAT|O_EXCL`, mode 0600.
 ///
-/// `guard` (root, AT_SECURE; issue 29 item 7): the directory is reached from
+/// `guard` (root, AT_SECURE; docs/security.md, promise 10): the directory is reached from
 /// "/" (or the cwd) one component at a time without following a symlink,
 /// every directory on the way checked by [`trusted_dir`], no `..`; and the
 /// file must be the euid's, with one link (a hard link another user made in
@@ -386,7 +386,7 @@ mod tests {
         p.as_os_str().as_encoded_bytes()
     }
 
-    /// Issue 29 item 7: root, RSVERBS_TRACE=/tmp/theirs/logs/trace, another
+    /// docs/security.md, promise 10: root, RSVERBS_TRACE=/tmp/theirs/logs/trace, another
     /// user owns /tmp/theirs (0755) and made `logs` a symlink into a
     /// root-only directory: refused, nothing created there. So is the same
     /// symlink in a directory of root's (the walk never follows one).
@@ -415,7 +415,7 @@ mod tests {
         }
     }
 
-    /// Issue 29 item 7: a file another user pre-created in their own
+    /// docs/security.md, promise 10: a file another user pre-created in their own
     /// directory never gets root's lines; nor, in a sticky directory, a
     /// file of theirs or a second link (a hard link they made) to a file of
     /// root's.
@@ -449,7 +449,7 @@ mod tests {
         }
     }
 
-    /// Issue 29 item 7: the guard lets root's ordinary paths through: a new
+    /// docs/security.md, promise 10: the guard lets root's ordinary paths through: a new
     /// file in a directory of root's under /tmp (sticky, root's), and the
     /// same file again (appended to).
     #[test]
@@ -472,7 +472,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
     }
 
-    /// Issue 29 item 8: a FIFO's reader never sees a writer. A reader that
+    /// docs/security.md, promise 10: a FIFO's reader never sees a writer. A reader that
     /// saw a writer come and go is told POLLHUP (fs/pipe.c `pipe_poll`:
     /// no writers, and the writer counter moved since the reader opened);
     /// the parent commit opened the FIFO for writing, then refused it.
@@ -495,7 +495,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
     }
 
-    /// Issue 29 item 8: a device is never opened for writing (tape rewind,
+    /// docs/security.md, promise 10: a device is never opened for writing (tape rewind,
     /// watchdog armed). A character device node of our own (1,3: the
     /// kernel's null device, at a path of this test's only), watched with
     /// inotify: a write-mode open's close is IN_CLOSE_WRITE
@@ -593,7 +593,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
     }
 
-    /// Issue 29 item 6: closed at unload, and only when still ours.
+    /// docs/security.md, promise 17: closed at unload, and only when still ours.
     #[test]
     fn close_releases_the_file_once_and_never_stderr() {
         let d = dir("close");

@@ -1,5 +1,5 @@
 //! A receiver that holds its QP and its multicast attachments in one
-//! struct, as a Rust program over any binding would (issue 31):
+//! struct, as a Rust program over any binding would (docs/rust.md):
 //!
 //!     receiver [--wait] [DEVICE]
 //!
