@@ -5,40 +5,31 @@
 
 use core::fmt::{self, Write};
 
-/// One line, built on the stack (no allocation) and cut at its capacity:
-/// a line is written with one `write()`, atomic below PIPE_BUF (4096).
-pub struct Line {
-    buf: [u8; 1536],
-    len: usize,
-}
+/// One line, built on the stack (no allocation) and cut at its capacity
+/// ([`crate::os::Text`]): a line is written with one `write()`, atomic
+/// below PIPE_BUF (4096).
+pub struct Line(crate::os::Text<1536>);
 
 impl Line {
     /// A line that starts `rsverbs[PID]: `.
     pub fn new(pid: u32) -> Self {
-        let mut l = Line { buf: [0; 1536], len: 0 };
+        let mut l = Line(crate::os::Text::new());
         let _ = write!(l, "rsverbs[{pid}]: ");
         l
     }
     /// The bytes so far, with the final newline.
     pub fn finish(&mut self) -> &[u8] {
-        if self.len == self.buf.len() {
-            self.len -= 1;
-        }
-        self.buf[self.len] = b'\n';
-        &self.buf[..=self.len]
+        self.0.line()
     }
     /// The bytes so far, without a newline.
     pub fn as_bytes(&self) -> &[u8] {
-        &self.buf[..self.len]
+        self.0.as_bytes()
     }
 }
 
 impl Write for Line {
     fn write_str(&mut self, s: &str) -> fmt::Result {
-        let n = s.len().min(self.buf.len() - self.len);
-        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
-        self.len += n;
-        Ok(())
+        self.0.write_str(s)
     }
 }
 
