@@ -44,10 +44,7 @@ check "rsverbs gids with a device that does not exist: usage error, exit 2 (got 
 
 # The same exports and version nodes from the other linker (GNU ld vs zig's
 # lld): the link is one decision for both (docs/building.md).
-linker=$(cat "$B/linker" 2>/dev/null || echo unknown)
-other=gnu; [ "$linker" = gnu ] && other=zig
-twin=$B/twin-$other
-if make -s LINKER=$other BUILD="$twin" "$twin/librsverbs.so.1" >/dev/null; then
+if twin_lib "$B"; then
   check "$other-linked twin: same exported symbols as the $linker build" [ "$(exports "$twin/librsverbs.so.1")" = "$got" ]
   check "$other-linked twin: same version definitions as the $linker build" [ "$(verdefs "$twin/librsverbs.so.1")" = "$(verdefs "$LIB")" ]
 else

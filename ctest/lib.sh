@@ -13,6 +13,15 @@ check() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name"; f
 # and nothing else, as dpkg-shlibdeps finds for librsverbs1: built without
 # std, the library links only the C library (Makefile, NATIVE_LIBS).
 depends_on_libc_alone() { grep -Eq '^libc6 \(>= [0-9.]+\)$' <<<"$1"; }
+# twin_lib B: the library from the other linker than the build in B
+# (zig's lld or GNU ld, by B/linker), into B/twin-OTHER; sets linker, other
+# and twin, and fails when that build does.
+twin_lib() {
+  linker=$(cat "$1/linker" 2>/dev/null || echo zig)
+  other=gnu; [ "$linker" = gnu ] && other=zig
+  twin=$1/twin-$other
+  make -s LINKER="$other" BUILD="$twin" "$twin/librsverbs.so.1" >/dev/null
+}
 finish() {
   local p f
   p=$(grep -c '^PASS' "$RESULTS_DIR/$SUITE.results" || true)

@@ -10,10 +10,7 @@ source ctest/lib.sh
 B=${RSVERBS_BUILD:-$PWD/build}
 O=ctest/out/unload; mkdir -p "$O"
 
-linker=$(cat "$B/linker" 2>/dev/null || echo zig)
-other=gnu; [ "$linker" = gnu ] && other=zig
-twin=$B/twin-$other
-make -s LINKER="$other" BUILD="$twin" "$twin/librsverbs.so.1" >/dev/null || fail "make LINKER=$other failed"
+twin_lib "$B" || fail "make LINKER=$other failed"
 
 check "unload.c builds" cc -Wall -Wextra -Werror -O1 -g -o "$O/unload" ctest/unload.c -ldl
 check "unload.c builds with ASan" cc -Wall -Wextra -Werror -O1 -g -fsanitize=address -fno-omit-frame-pointer \

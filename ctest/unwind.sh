@@ -12,10 +12,7 @@ source ctest/lib.sh
 B=${RSVERBS_BUILD:-$PWD/build}
 O=ctest/out/unwind; mkdir -p "$O"
 
-linker=$(cat "$B/linker" 2>/dev/null || echo zig)
-other=gnu; [ "$linker" = gnu ] && other=zig
-twin=$B/twin-$other
-make -s LINKER="$other" BUILD="$twin" "$twin/librsverbs.so.1" >/dev/null || fail "make LINKER=$other failed"
+twin_lib "$B" || fail "make LINKER=$other failed"
 
 check "unwind.c builds" cc -Wall -Wextra -Werror -O1 -g -pthread -o "$O/unwind" ctest/unwind.c -ldl
 

@@ -32,17 +32,20 @@ mac_on() { awk -v n=$ND -v m=$MAC '$2 == n && $5 == m { f = 1 } END { exit !f }'
 mac_off() { ! mac_on; }
 check "before: $MAC not on $ND" mac_off
 
-coproc EX { exec "$X" --wait $DEV 2>&1; }
-# upto PREFIX: reads the example's lines into attach.out until one starts
-# with PREFIX; false when it ends first (or stays silent for 60 s).
-upto() {
+# lines_upto FD FILE PREFIX: reads a program's lines from FD into FILE
+# until one starts with PREFIX; false when it ends first (or stays silent
+# for 60 s).
+lines_upto() {
 	local line
-	while IFS= read -r -t 60 line <&"${EX[0]}"; do
-		echo "$line" >> $W/attach.out
-		case $line in "$1"*) return 0 ;; esac
+	while IFS= read -r -t 60 line <&"$1"; do
+		echo "$line" >> "$2"
+		case $line in "$3"*) return 0 ;; esac
 	done
 	return 1
 }
+coproc EX { exec "$X" --wait $DEV 2>&1; }
+# upto PREFIX: the example's lines, into attach.out.
+upto() { lines_upto "${EX[0]}" $W/attach.out "$1"; }
 if upto "attach: holding it"; then
 	pass "the example attached through rsverbs::safe and holds the group"
 	check "held: the kernel shows the group ($MAC on $ND in /proc/net/dev_mcast)" wait_until 10 mac_on
@@ -79,15 +82,8 @@ R=${RSVERBS_RECEIVER:-$(dirname "$RSVERBS_LIB")/examples/receiver}
 MAC=3333ef050711 # ff0e::ffff:ef05:711, the receiver's first group
 check "before the receiver: $MAC not on $ND" mac_off
 coproc RX { exec "$R" --wait $DEV 2>&1; }
-# rx_upto PREFIX: as upto, for the receiver, into receiver.out.
-rx_upto() {
-	local line
-	while IFS= read -r -t 60 line <&"${RX[0]}"; do
-		echo "$line" >> $W/receiver.out
-		case $line in "$1"*) return 0 ;; esac
-	done
-	return 1
-}
+# rx_upto PREFIX: the receiver's lines, into receiver.out.
+rx_upto() { lines_upto "${RX[0]}" $W/receiver.out "$1"; }
 if rx_upto "receiver: holding them"; then
 	pass "the receiver holds two groups in the struct beside its QP"
 	check "held by the receiver: the kernel shows the group ($MAC on $ND)" wait_until 10 mac_on
