@@ -5,7 +5,7 @@
 # the fix the zig-linked library left its atfork handler behind and the
 # forked child died of SIGSEGV (docs/security.md).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 source ctest/lib.sh
 B=${RSVERBS_BUILD:-$PWD/build}
 O=ctest/out/unload; mkdir -p "$O"

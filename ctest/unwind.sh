@@ -7,7 +7,7 @@
 # before the library's syscalls were raw and its personality let a forced
 # unwind pass.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 source ctest/lib.sh
 B=${RSVERBS_BUILD:-$PWD/build}
 O=ctest/out/unwind; mkdir -p "$O"
