@@ -14,85 +14,26 @@
 //! Prints one line per step; exits 1 when a step differs, 2 without a device.
 
 use rsverbs::safe::{Context, Qp};
-use std::ffi::{CStr, c_char, c_int, c_void};
+use std::ffi::c_void;
 use std::process::exit;
 
-/// rdma-core's `struct ibv_qp_cap` and `struct ibv_qp_init_attr` (verbs.h).
-#[repr(C)]
-struct QpCap {
-    max_send_wr: u32,
-    max_recv_wr: u32,
-    max_send_sge: u32,
-    max_recv_sge: u32,
-    max_inline_data: u32,
-}
-#[repr(C)]
-struct QpInitAttr {
-    qp_context: *mut c_void,
-    send_cq: *mut c_void,
-    recv_cq: *mut c_void,
-    srq: *mut c_void,
-    cap: QpCap,
-    qp_type: c_int,
-    sq_sig_all: c_int,
-}
-/// `IBV_QPT_UD`.
-const QPT_UD: c_int = 4;
-
-#[link(name = "ibverbs")]
-unsafe extern "C" {
-    fn ibv_get_device_list(n: *mut c_int) -> *mut *mut c_void;
-    fn ibv_free_device_list(list: *mut *mut c_void);
-    fn ibv_get_device_name(dev: *mut c_void) -> *const c_char;
-    fn ibv_open_device(dev: *mut c_void) -> *mut c_void;
-    fn ibv_close_device(ctx: *mut c_void) -> c_int;
-    fn ibv_alloc_pd(ctx: *mut c_void) -> *mut c_void;
-    fn ibv_dealloc_pd(pd: *mut c_void) -> c_int;
-    fn ibv_create_cq(ctx: *mut c_void, cqe: c_int, cq_context: *mut c_void, channel: *mut c_void, vector: c_int) -> *mut c_void;
-    fn ibv_destroy_cq(cq: *mut c_void) -> c_int;
-    fn ibv_create_qp(pd: *mut c_void, attr: *mut QpInitAttr) -> *mut c_void;
-    fn ibv_destroy_qp(qp: *mut c_void) -> c_int;
-    fn ibv_detach_mcast(qp: *mut c_void, gid: *const [u8; 16], lid: u16) -> c_int;
-}
-
-fn setup_error(what: &str) -> ! {
-    eprintln!("attach: {what}: {}", std::io::Error::last_os_error());
-    exit(2)
-}
+mod common;
+use common::{ibv_close_device, ibv_dealloc_pd, ibv_destroy_cq, ibv_destroy_qp, ibv_detach_mcast, ibv_free_device_list};
 
 fn main() {
     let wait = std::env::args().skip(1).any(|a| a == "--wait");
     let want = std::env::args().skip(1).find(|a| a != "--wait");
-    let mut n = 0;
-    // SAFETY: rdma-core's documented calls, each checked before use.
+    let d = common::open("attach", want.as_deref());
+    let raw_qp = common::ud_qp("attach", &d);
+    // SAFETY: a live context and a live UD QP of it, destroyed only after
+    // run; then everything rdma-core gave us, once, in reverse order.
     unsafe {
-        let list = ibv_get_device_list(&mut n);
-        if list.is_null() || n == 0 {
-            setup_error("no RDMA device");
-        }
-        let devs = std::slice::from_raw_parts(list, n as usize);
-        let name = |d: *mut c_void| CStr::from_ptr(ibv_get_device_name(d)).to_string_lossy().into_owned();
-        let Some(&dev) = devs.iter().find(|&&d| want.as_ref().is_none_or(|w| *w == name(d))) else {
-            setup_error("no such device")
-        };
-        let ctx = ibv_open_device(dev);
-        let pd = if ctx.is_null() { setup_error("ibv_open_device") } else { ibv_alloc_pd(ctx) };
-        let cq = if pd.is_null() { setup_error("ibv_alloc_pd") } else { ibv_create_cq(ctx, 2, std::ptr::null_mut(), std::ptr::null_mut(), 0) };
-        if cq.is_null() {
-            setup_error("ibv_create_cq");
-        }
-        let cap = QpCap { max_send_wr: 1, max_recv_wr: 1, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
-        let mut attr = QpInitAttr { qp_context: std::ptr::null_mut(), send_cq: cq, recv_cq: cq, srq: std::ptr::null_mut(), cap, qp_type: QPT_UD, sq_sig_all: 0 };
-        let raw_qp = ibv_create_qp(pd, &mut attr);
-        if raw_qp.is_null() {
-            setup_error("ibv_create_qp");
-        }
-        let failed = run(ctx, raw_qp, &name(dev), wait);
+        let failed = run(d.ctx, raw_qp, &d.name, wait);
         ibv_destroy_qp(raw_qp);
-        ibv_destroy_cq(cq);
-        ibv_dealloc_pd(pd);
-        ibv_close_device(ctx);
-        ibv_free_device_list(list);
+        ibv_destroy_cq(d.cq);
+        ibv_dealloc_pd(d.pd);
+        ibv_close_device(d.ctx);
+        ibv_free_device_list(d.list);
         exit(if failed { 1 } else { 0 });
     }
 }

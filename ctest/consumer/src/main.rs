@@ -19,42 +19,18 @@
 //! when a step is wrong, 2 without a device.
 
 use rsverbs::safe::{Attachment, Qp};
-use std::ffi::{CStr, c_char, c_int, c_void};
+use std::ffi::{c_int, c_void};
 use std::process::exit;
 
-#[repr(C)]
-struct QpCap {
-    max_send_wr: u32,
-    max_recv_wr: u32,
-    max_send_sge: u32,
-    max_recv_sge: u32,
-    max_inline_data: u32,
-}
-#[repr(C)]
-struct QpInitAttr {
-    qp_context: *mut c_void,
-    send_cq: *mut c_void,
-    recv_cq: *mut c_void,
-    srq: *mut c_void,
-    cap: QpCap,
-    qp_type: c_int,
-    sq_sig_all: c_int,
-}
-const QPT_UD: c_int = 4;
+// The example's rdma-core calls; the receiver keeps its device open until
+// exit, so the teardown calls and fields are the example's alone.
+#[path = "../../../examples/common/mod.rs"]
+#[allow(dead_code)]
+mod common;
+use common::{ibv_destroy_qp, ibv_detach_mcast};
+
 const EINVAL: c_int = 22;
 const EBUSY: c_int = 16;
-
-#[link(name = "ibverbs")]
-unsafe extern "C" {
-    fn ibv_get_device_list(n: *mut c_int) -> *mut *mut c_void;
-    fn ibv_get_device_name(dev: *mut c_void) -> *const c_char;
-    fn ibv_open_device(dev: *mut c_void) -> *mut c_void;
-    fn ibv_alloc_pd(ctx: *mut c_void) -> *mut c_void;
-    fn ibv_create_cq(ctx: *mut c_void, cqe: c_int, cq_context: *mut c_void, channel: *mut c_void, vector: c_int) -> *mut c_void;
-    fn ibv_create_qp(pd: *mut c_void, attr: *mut QpInitAttr) -> *mut c_void;
-    fn ibv_destroy_qp(qp: *mut c_void) -> c_int;
-    fn ibv_detach_mcast(qp: *mut c_void, gid: *const [u8; 16], lid: u16) -> c_int;
-}
 
 /// A UD QP this program owns, as a binding's QP type would: destroyed on
 /// drop, with what `ibv_destroy_qp` returned written to `destroyed`.
@@ -105,41 +81,9 @@ fn main() {
         println!("receiver: {} {what}", if ok { "ok" } else { "WRONG" });
         failed |= !ok;
     };
-    // SAFETY: rdma-core's documented calls, each checked before use; the
-    // device, context, PD and CQ live until exit.
-    let (pd, cq) = unsafe {
-        let mut n = 0;
-        let list = ibv_get_device_list(&mut n);
-        if list.is_null() || n == 0 {
-            eprintln!("receiver: no RDMA device");
-            exit(2);
-        }
-        let devs = std::slice::from_raw_parts(list, n as usize);
-        let name = |d: *mut c_void| CStr::from_ptr(ibv_get_device_name(d)).to_string_lossy().into_owned();
-        let Some(&dev) = devs.iter().find(|&&d| want.as_ref().is_none_or(|w| *w == name(d))) else {
-            eprintln!("receiver: no such device");
-            exit(2)
-        };
-        let ctx = ibv_open_device(dev);
-        let pd = if ctx.is_null() { std::ptr::null_mut() } else { ibv_alloc_pd(ctx) };
-        let cq = if pd.is_null() { std::ptr::null_mut() } else { ibv_create_cq(ctx, 2, std::ptr::null_mut(), std::ptr::null_mut(), 0) };
-        if cq.is_null() {
-            eprintln!("receiver: setup failed: {}", std::io::Error::last_os_error());
-            exit(2);
-        }
-        (pd, cq)
-    };
-    let new_qp = |destroyed: &'static std::sync::atomic::AtomicI32| {
-        let cap = QpCap { max_send_wr: 1, max_recv_wr: 1, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
-        let mut attr = QpInitAttr { qp_context: std::ptr::null_mut(), send_cq: cq, recv_cq: cq, srq: std::ptr::null_mut(), cap, qp_type: QPT_UD, sq_sig_all: 0 };
-        // SAFETY: a live PD and a filled attr.
-        let raw = unsafe { ibv_create_qp(pd, &mut attr) };
-        if raw.is_null() {
-            eprintln!("receiver: ibv_create_qp: {}", std::io::Error::last_os_error());
-            exit(2);
-        }
-        UdQp { raw, destroyed }
-    };
+    // The device, context, PD and CQ live until exit.
+    let d = common::open("receiver", want.as_deref());
+    let new_qp = |destroyed: &'static std::sync::atomic::AtomicI32| UdQp { raw: common::ud_qp("receiver", &d), destroyed };
     let (a, b) = (group("ff0e::ffff:ef05:0711"), group("ff0e::ffff:ef05:0712"));
 
     static DESTROYED: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
