@@ -136,13 +136,15 @@ env_check() {
   vars=$(grep -rhoE '(var_os|var|getenv|secure_getenv|is_set|Switch::new)\((c)?"[A-Za-z0-9_]+"' src/ | sed -E 's/.*\(c?"//; s/"$//' |
     grep -v '^RSVERBS_TEST_' | sort -u) # (the unit tests' own, never set)
   echo "sanitize: environment variables read by src/: $(echo ${vars:-none})"
-  [ -z "$(comm -23 <(echo "$vars") <(printf '%s\n' MLX4_DEVICE_FATAL_CLEANUP RDMAV_ALLOW_DISASSOC_DESTROY RSVERBS_MCAST_IPJOIN RSVERBS_TRACE))" ] || return 1
+  [ -z "$(comm -23 <(echo "$vars") <(printf '%s\n' MLX4_DEVICE_FATAL_CLEANUP RDMAV_ALLOW_DISASSOC_DESTROY RSVERBS_MCAST_FABRICJOIN RSVERBS_MCAST_IPJOIN RSVERBS_TRACE))" ] || return 1
   # RSVERBS_TRACE only as a Switch, and only in src/trace/mod.rs.
   [ "$(grep -rlE '"RSVERBS_TRACE"' src/)" = src/trace/mod.rs ] &&
     grep -qE 'Switch::new\(c"RSVERBS_TRACE"\)' src/trace/mod.rs || return 1
-  # RSVERBS_MCAST_IPJOIN the same way, only in src/ipjoin/mod.rs.
-  [ "$(grep -rlE '"RSVERBS_MCAST_IPJOIN"' src/)" = src/ipjoin/mod.rs ] &&
-    grep -qE 'Switch::new\(c"RSVERBS_MCAST_IPJOIN"\)' src/ipjoin/mod.rs || return 1
+  # RSVERBS_MCAST_IPJOIN and _FABRICJOIN the same way, only in src/ipjoin/mod.rs.
+  for v in RSVERBS_MCAST_IPJOIN RSVERBS_MCAST_FABRICJOIN; do
+    [ "$(grep -rlE "\"$v\"" src/)" = src/ipjoin/mod.rs ] &&
+      grep -qE "Switch::new\\(c\"$v\"\\)" src/ipjoin/mod.rs || return 1
+  done
   # The Switch reads with secure_getenv, and nothing else does.
   grep -qE 'secure_getenv\(self\.name\.as_ptr\(\)\)' src/env.rs || return 1
   # No other access: env::vars, environ, getenv or var_os elsewhere.
@@ -151,7 +153,7 @@ env_check() {
     grep -vE '^src/env.rs:[0-9]+:.*(getenv\(c"(RDMAV_ALLOW_DISASSOC_DESTROY|MLX4_DEVICE_FATAL_CLEANUP)"\)|fn getenv\(name: &CStr\)|libc::getenv\(name\.as_ptr\(\)\)|fn secure_getenv\(|secure_getenv\(self\.name\.as_ptr\(\)\))' || true)
   [ -z "$others" ] || { echo "sanitize: other environment access: $others"; return 1; }
 }
-check "src/ reads no environment variable but the two detach switches, RSVERBS_TRACE and RSVERBS_MCAST_IPJOIN (secure_getenv)" env_check
+check "src/ reads no environment variable but the two detach switches, RSVERBS_TRACE, RSVERBS_MCAST_IPJOIN and RSVERBS_MCAST_FABRICJOIN (secure_getenv)" env_check
 
 echo "sanitize: took $(( $(date +%s) - T0 )) s"
 finish

@@ -83,7 +83,7 @@ unsafe fn run(c: &McastCall, call: McastFn, traced: bool, join: Option<&mut ipjo
     // just run on them and does not free them).
     let view = unsafe { McastView::of(c.attach(), c.qp, c.gid, c.lid) };
     if traced {
-        trace::after_mcast(&view, rc, us, join.is_some());
+        trace::after_mcast(&view, rc, us, join.is_some() && ipjoin::ip_level());
     }
     if let Some(j) = join {
         j.after_mcast(&view, rc);

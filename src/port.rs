@@ -144,6 +144,81 @@ fn table_netdevs(key: Key, dev: &Device, port: u32) -> Option<Vec<u32>> {
     Some(here)
 }
 
+/// `ARPHRD_INFINIBAND` (include/uapi/linux/if_arp.h): an IPoIB netdev's
+/// `/sys/class/net/NAME/type`.
+const ARPHRD_INFINIBAND: u32 = 32;
+
+/// The IPoIB netdev of InfiniBand `port` for the P_Key `pkey` (None: any),
+/// as its ifindex. An IB port's GID entries carry no netdev, so the
+/// netdev is found as rdma_cm's address translation would find it from
+/// the other side: type 32, a 20-byte hardware address that is the QPN and
+/// the port's GID (drivers/infiniband/ulp/ipoib/ipoib_main.c
+/// `ipoib_intf_init`: `dev_addr[4..20]` = the port GID 0), and, for a
+/// child interface, its `pkey` attribute (ipoib_vlan.c; the parent has
+/// the port's P_Key at index 0). The full member bit (0x8000) is compared
+/// as IPoIB sets it (`priv->pkey |= 0x8000`). Read, not run: there is no
+/// InfiniBand port here (docs/fabric-join.md).
+pub fn ipoib_netdev(dev: &Device, port: u32, pkey: Option<u16>) -> Option<u32> {
+    let gid0 = attr(dev, format_args!("ports/{port}/gids/0"))?;
+    let mut gid = [0u8; 16];
+    let mut text = [0u8; 41];
+    for (t, c) in text.iter_mut().zip(gid0.bytes()) {
+        *t = c;
+    }
+    if !crate::sysfs::parse::parse_gid(&text, &mut gid).1 {
+        return None;
+    }
+    let mut found = None;
+    os::Dir::open(c"/sys/class/net").ok()?.each_name(|name| {
+        if found.is_some() || name.len() >= libc::IF_NAMESIZE {
+            return;
+        }
+        let Ok(name) = core::str::from_utf8(name) else { return };
+        let net = |rel: &str| {
+            let mut p = Path::new();
+            let _ = write!(p, "/sys/class/net/{name}/{rel}");
+            os::read_text(p.cstr()?)
+        };
+        if net("type").and_then(|t| t.trim().parse::<u32>().ok()) != Some(ARPHRD_INFINIBAND) {
+            return;
+        }
+        let Some(addr) = net("address") else { return };
+        if !hw_has_gid(addr.trim(), &gid) {
+            return;
+        }
+        if let Some(want) = pkey {
+            let has = net("pkey").and_then(|p| u16::from_str_radix(p.trim().trim_start_matches("0x"), 16).ok());
+            if has.map(|h| h | 0x8000) != Some(want | 0x8000) {
+                return;
+            }
+        }
+        let mut n = os::Text::<{ libc::IF_NAMESIZE + 1 }>::new();
+        let _ = n.write_str(name);
+        if let Some(c) = n.cstr() {
+            // SAFETY: c is NUL-terminated.
+            let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+            if i != 0 {
+                found = Some(i);
+            }
+        }
+    });
+    found
+}
+
+/// Whether the IPoIB hardware address `addr` (`80:00:04:04:fe:80:…`, 20
+/// bytes) carries `gid` in its bytes 4 to 19.
+fn hw_has_gid(addr: &str, gid: &[u8; 16]) -> bool {
+    let mut n = 0;
+    for (i, b) in addr.split(':').enumerate() {
+        let Ok(v) = u8::from_str_radix(b, 16) else { return false };
+        if i >= 20 || (i >= 4 && v != gid[i - 4]) {
+            return false;
+        }
+        n = i + 1;
+    }
+    n == 20
+}
+
 /// The name of `ifindex` in this process's network namespace, if any.
 pub fn name_here(ifindex: u32) -> Option<String> {
     let mut name = [0 as core::ffi::c_char; libc::IF_NAMESIZE];
@@ -188,6 +263,18 @@ mod tests {
 
     fn entry(port: u32, index: u32, ifindex: u32) -> ibv_gid_entry {
         ibv_gid_entry { gid: crate::abi::ibv_gid { raw: [0; 16] }, gid_index: index, port_num: port, gid_type: 2, ndev_ifindex: ifindex }
+    }
+
+    /// An IPoIB hardware address is the QPN and the port GID.
+    #[test]
+    fn an_ipoib_address_carries_the_port_gid() {
+        let gid = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x0c, 0x42, 0xa1, 0x03, 0, 0x5e, 0x7f, 0x01];
+        let a = "80:00:00:48:fe:80:00:00:00:00:00:00:0c:42:a1:03:00:5e:7f:01";
+        assert!(hw_has_gid(a, &gid));
+        assert!(!hw_has_gid("80:00:00:48:fe:80:00:00:00:00:00:00:0c:42:a1:03:00:5e:7f:02", &gid));
+        assert!(!hw_has_gid("0c:42:a1:03:00:5e", &gid));
+        assert!(!hw_has_gid(&format!("{a}:00"), &gid));
+        assert!(!hw_has_gid("80:00:00:48:fe:80:00:00:00:00:00:00:0c:42:a1:03:00:5e:7f:zz", &gid));
     }
 
     #[test]

@@ -346,6 +346,26 @@ pub fn close(fd: c_int) {
     let _ = unsafe { syscall3(libc::SYS_close, fd as usize, 0, 0) };
 }
 
+/// `fcntl(fd, cmd, arg)` with an integer argument (`F_GETSIG`,
+/// `F_SETSIG`, `F_GETFL`): its answer. Never a cancellation point (glibc
+/// makes only the blocking lock commands one).
+pub fn fcntl(fd: c_int, cmd: c_int, arg: c_int) -> Result<c_int, c_int> {
+    // SAFETY: integer arguments only.
+    done(unsafe { syscall3(libc::SYS_fcntl, fd as usize, cmd as usize, arg as isize as usize) }).map(|v| v as c_int)
+}
+
+/// Waits at most `timeout_ms` for `fd` to be readable (`ppoll(2)` without
+/// a signal mask, as glibc's `poll` on architectures without `poll(2)`),
+/// raw, so not a cancellation point. True when it is.
+pub fn readable_within(fd: c_int, timeout_ms: u32) -> bool {
+    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    let ts = libc::timespec { tv_sec: (timeout_ms / 1000) as _, tv_nsec: ((timeout_ms % 1000) * 1_000_000) as _ };
+    // SAFETY: p and ts outlive the call; a NULL signal mask makes the
+    // kernel ignore the fifth argument (fs/select.c `do_ppoll`).
+    let rc = unsafe { syscall4(libc::SYS_ppoll, &mut p as *mut libc::pollfd as usize, 1, &ts as *const libc::timespec as usize, 0) };
+    rc > 0 && p.revents & libc::POLLIN != 0
+}
+
 /// The calling thread's id (`gettid(2)`).
 pub fn gettid() -> i32 {
     // SAFETY: gettid takes no argument and cannot fail.

@@ -281,8 +281,9 @@ static inline int count_fds(void)
 	return n - 1;
 }
 
-/* Open fds of this process that are sockets (readlink "socket:[N]"). */
-static inline int count_socket_fds(void)
+/* Open fds of this process whose link starts with `prefix` ("socket:" for
+ * sockets, "/dev/infiniband/rdma_cm"). */
+static inline int count_fds_to(const char *prefix)
 {
 	int n = 0;
 	DIR *d = opendir("/proc/self/fd");
@@ -296,11 +297,17 @@ static inline int count_socket_fds(void)
 			continue;
 		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
 		len = readlink(path, target, sizeof(target) - 1);
-		if (len > 0 && (target[len] = 0, !strncmp(target, "socket:", 7)))
+		if (len > 0 && (target[len] = 0, !strncmp(target, prefix, strlen(prefix))))
 			n++;
 	}
 	closedir(d);
 	return n;
+}
+
+/* The process's socket fds (the IP join's holders). */
+static inline int count_socket_fds(void)
+{
+	return count_fds_to("socket:");
 }
 
 /* Whether `netdev` has joined the IP group of MGID `g` (v4-mapped:

@@ -2,8 +2,15 @@
  * docs/ipjoin.md).
  *
  *   ipjoin DEV NETDEV OTHER E4E6   the scenarios below on DEV (port 1),
- *                                   whose GIDs are on NETDEV
- *   ipjoin --sockets               print how many socket fds we have
+ *                                   whose GIDs are on NETDEV; with
+ *                                   IPJOIN_HOLDER=cm the joins are held by
+ *                                   an rdma_cm fd (the fabric join,
+ *                                   docs/fabric-join.md), not by sockets
+ *   ipjoin --sockets|--cm          print how many socket (rdma_cm) fds we have
+ *   ipjoin --member NETDEV         print 1 when NETDEV has joined 239.77.1.10, else 0
+ *   ipjoin --hold DEV              attach ::ffff:239.77.1.10 on DEV, print
+ *                                   "held", wait for stdin's end (ipjoin.sh
+ *                                   kills it there), then detach
  *
  * E4E6 is two digits, for IPv4-mapped and IPv6 groups: 1 when the IP-level
  * join is expected (rsverbs with RSVERBS_MCAST_IPJOIN=1), 0 when never
@@ -17,6 +24,8 @@
 
 static const char *netdev, *other;
 static int expect, expect6, failed;
+/* What holds the joins: sockets (the IP join) or an rdma_cm fd. */
+static const char *holder = "socket:";
 
 /* ::ffff:239.77.<b>.<c> */
 static void v4(union ibv_gid *g, unsigned b, unsigned c)
@@ -68,10 +77,10 @@ static struct ibv_qp *ud_qp(struct ibv_pd *pd, struct ibv_cq *cq)
 	return qp;
 }
 
-/* Runs `self --sockets` in a child made by the raw fork syscall, which runs
- * no atfork handler: only SOCK_CLOEXEC can keep our sockets out of it.
- * Returns the number it printed, or -1. */
-static int sockets_after_exec(const char *self)
+/* Runs `self --sockets` (`--cm`) in a child made by the raw fork syscall,
+ * which runs no atfork handler: only O_CLOEXEC can keep our holders out of
+ * it. Returns the number it printed, or -1. */
+static int holders_after_exec(const char *self)
 {
 	int p[2], n = -1;
 	char buf[32] = "";
@@ -81,7 +90,7 @@ static int sockets_after_exec(const char *self)
 	pid_t pid = (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
 	if (pid == 0) {
 		dup2(p[1], 1);
-		execl(self, self, "--sockets", (char *)NULL);
+		execl(self, self, strcmp(holder, "socket:") ? "--cm" : "--sockets", (char *)NULL);
 		_exit(127);
 	}
 	close(p[1]);
@@ -100,8 +109,36 @@ int main(int argc, char **argv)
 		printf("%d\n", count_socket_fds());
 		return 0;
 	}
+	if (argc == 2 && !strcmp(argv[1], "--cm")) {
+		printf("%d\n", count_fds_to("/dev/infiniband/rdma_cm"));
+		return 0;
+	}
+	if (argc == 3 && !strcmp(argv[1], "--member")) {
+		v4(&g, 1, 10);
+		printf("%d\n", ip_member(argv[2], &g));
+		return 0;
+	}
+	if (argc == 3 && !strcmp(argv[1], "--hold")) {
+		struct ibv_context *c = open_by_name(argv[2]);
+		struct ibv_pd *p = ibv_alloc_pd(c);
+		struct ibv_cq *q = p ? ibv_create_cq(c, 8, NULL, NULL, 0) : NULL;
+		char b;
+		if (!q)
+			return 2;
+		struct ibv_qp *qp = ud_qp(p, q);
+		v4(&g, 1, 10);
+		if (ibv_attach_mcast(qp, &g, 0))
+			return 2;
+		printf("held\n");
+		fflush(stdout);
+		while (read(0, &b, 1) > 0)
+			;
+		return ibv_detach_mcast(qp, &g, 0) != 0;
+	}
+	if (getenv("IPJOIN_HOLDER") && !strcmp(getenv("IPJOIN_HOLDER"), "cm"))
+		holder = "/dev/infiniband/rdma_cm";
 	if (argc != 5) {
-		fprintf(stderr, "usage: ipjoin DEV NETDEV OTHER E4E6 | ipjoin --sockets\n");
+		fprintf(stderr, "usage: [IPJOIN_HOLDER=cm] ipjoin DEV NETDEV OTHER E4E6 | ipjoin --sockets | ipjoin --cm | ipjoin --hold DEV\n");
 		return 2;
 	}
 	netdev = argv[2], other = argv[3];
@@ -189,13 +226,13 @@ int main(int argc, char **argv)
 	call("fork", 1, q1, "q1", &g, 0);
 	member("fork parent attached", &g, expect);
 	if (expect)
-		check("fork parent holds a socket", count_socket_fds() > 0);
-	else if (!expect6)
-		check("fork parent holds no socket", count_socket_fds() == 0);
+		check("fork parent holds a socket (an rdma_cm fd)", count_fds_to(holder) > 0);
+	else if (!expect6 && !strcmp(holder, "socket:"))
+		check("fork parent holds no socket", count_fds_to(holder) == 0);
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid == 0) {
-		int bad = count_socket_fds() != 0;
+		int bad = count_fds_to(holder) != 0;
 		struct ibv_qp *q3 = ud_qp(pd, cq);
 		bad |= ibv_attach_mcast(q3, &g, 0) != 0;
 		bad |= ibv_detach_mcast(q3, &g, 0) != 0;
@@ -204,9 +241,9 @@ int main(int argc, char **argv)
 	}
 	int status = wait_bounded(pid, 20000);
 	printf("call fork child %s\n", status_str(status, st, sizeof(st)));
-	check("fork child: no inherited socket, its attach/detach succeed", status == 0);
+	check("fork child: no inherited socket (rdma_cm fd), its attach/detach succeed", status == 0);
 	member("fork after the child's attach, detach and exit", &g, expect);
-	check("exec'd child (no atfork handler) has no socket: CLOEXEC", sockets_after_exec("/proc/self/exe") == 0);
+	check("exec'd child (no atfork handler) has no socket (rdma_cm fd): CLOEXEC", holders_after_exec("/proc/self/exe") == 0);
 	/* A child detaching our QP (the QP is shared) must not leave our
 	 * membership: only the process that joined leaves. */
 	v4(&g, 1, 8);

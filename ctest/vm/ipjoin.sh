@@ -13,6 +13,19 @@
 #   nobufs    preloaded, IPJOIN=1, RSVERBS_TRACE=FILE, with
 #             net.ipv4.igmp_max_memberships=0: every IPv4 join fails
 #             (ENOBUFS, in the trace), IPv6 joins still happen
+# The fabric join (RSVERBS_MCAST_FABRICJOIN, docs/fabric-join.md), its
+# rdma_cm engine forced onto these RoCE ports (=roce: IPv4 groups; the
+# kernel joins IPv6 ones with ENOTSUPP there), the same sequence with an
+# rdma_cm fd holding the joins instead of sockets:
+#   cm        preloaded, RSVERBS_MCAST_FABRICJOIN=roce    IPv4 joins expected
+#   cmrelinked ipjoin.rsv, the same                       IPv4 joins expected
+#   cmtraced  preloaded, =roce, RSVERBS_TRACE=hints:FILE  and one
+#             "fabricjoin joined"/"fabricjoin leave" line per join/leave,
+#             no hint[fabric-join-failed]
+#   cmib      preloaded, RSVERBS_MCAST_FABRICJOIN=1       no join (InfiniBand
+#             ports only), no rdma_cm fd
+# and a holder killed with SIGKILL: its group is gone once it is reaped
+# (the kernel's rdma_cm leaves when the fd's last reference goes).
 # The "call" lines (each verb's return value and errno) must be identical
 # in every run: the feature never changes a verb's result.
 set -uo pipefail
@@ -41,6 +54,52 @@ one() {
 
 served() { # served FILE LIBRARY
 	grep -q "^served-by ibv_attach_mcast=$2 ibv_detach_mcast=$2 _ibv_query_gid_ex=$2" "$1"
+}
+
+# cm_writes FILE: the rdma_cm writes in an `strace -xx -y` log, one line
+# each: LENGTH HEX.
+cm_writes() {
+	sed -n 's/.*write([0-9]*<\/dev\/infiniband\/rdma_cm>, "\(\(\\x[0-9a-f][0-9a-f]\)*\)", \([0-9]*\)).*/\3 \1/p' "$1" |
+		sed 's/\\x//g'
+}
+# cm_pick FILE LEN: of the rdma_cm writes, the 160-byte JOIN_MCAST (LEN 160),
+# or the last LEN-byte write before it (32: CREATE_ID, 144: BIND), with the
+# fields that are pointers, cookies or kernel handles masked (uid, response,
+# id: rdma_user_cm.h), so that what is left is what the kernel is asked.
+cm_pick() {
+	cm_writes "$1" | awk -v want="$2" '
+		function mask(h, off, len,   i) { for (i = 0; i < len * 2; i++) h = substr(h, 1, off * 2 + i) "x" substr(h, off * 2 + i + 2); return h }
+		$1 == 160 { if (want == 160) print mask(mask(mask($2, 8, 8), 16, 8), 24, 4); else if (last != "") print last; exit }
+		$1 == want && want == 32 { last = mask(mask($2, 8, 8), 16, 8) }
+		$1 == want && want == 144 { last = mask($2, 8, 4) }'
+}
+
+# The fabric join's bytes against librdmacm's for the same intent, live in
+# this boot (docs/fabric-join.md): rsverbs' engine (RSVERBS_MCAST_FABRICJOIN=
+# roce, one attach of 239.77.1.10) and mckey's join of the same group from
+# the same address (-m GROUP -b ADDR, a sender: it joins, then sends one
+# datagram and exits), both under strace: CREATE_ID, BIND and JOIN_MCAST
+# equal but for pointers, cookies and handles. mckey -M (an unmapped MGID,
+# the InfiniBand intent, AF_IB) is refused on RoCE (ENOTSUPP), but its
+# JOIN_MCAST is written all the same: its bytes are kept in the results for
+# the encoder's unit test (src/uverbs/cm.rs, the_ib_join_is_mckeys).
+cm_bytes() {
+	local dev=$1 addr=$2 what
+	strace -qq -xx -y -s 1024 -e trace=write -o "$W/$dev.cm.strace" \
+		env RSVERBS_MCAST_FABRICJOIN=roce LD_PRELOAD="$RSVERBS_LIB" "$P" --hold "$dev" < /dev/null > /dev/null 2>&1
+	timeout "$TMO" strace -qq -xx -y -s 1024 -e trace=write -o "$W/$dev.mckey.strace" \
+		mckey -m 239.77.1.10 -b "$addr" -s -C 1 > "$W/$dev.mckey.out" 2>&1
+	timeout "$TMO" strace -qq -xx -y -s 1024 -e trace=write -o "$W/$dev.mckeyM.strace" \
+		mckey -M ff12:401b:ffff::ef4d:10a -b "$addr" -s -C 1 > "$W/$dev.mckeyM.out" 2>&1
+	cm_pick "$W/$dev.mckeyM.strace" 160 > "$W/$dev.mckeyM.join"
+	echo "ipjoin: mckey -M's JOIN_MCAST (masked): $(cat "$W/$dev.mckeyM.join")"
+	for what in 32:CREATE_ID 144:BIND 160:JOIN_MCAST; do
+		local ours theirs
+		ours=$(cm_pick "$W/$dev.cm.strace" "${what%:*}") theirs=$(cm_pick "$W/$dev.mckey.strace" "${what%:*}")
+		check "$dev bytes: rsverbs' ${what#*:} is librdmacm's (mckey -m -b) but for pointers and handles" \
+			test -n "$ours" -a "$ours" = "$theirs"
+		[ -n "$ours" ] && [ "$ours" = "$theirs" ] || echo "ipjoin: ${what#*:}: rsverbs $ours, librdmacm $theirs" >&2
+	done
 }
 
 for spec in rxe1:dummy0:lo rxe0:lo:dummy0; do
@@ -86,6 +145,54 @@ for spec in rxe1:dummy0:lo rxe0:lo:dummy0; do
 		test "$(grep -c "ipjoin leave .*ipv4=" "$tr")" -eq 0
 	check "$dev nobufs: the IPv6 group joined and left" \
 		test "$(grep -c "ipjoin \(join\|leave\) netdev=$nd .*mgid=ff0e::77:0:2 .*result=0$" "$tr")" -eq 2
-	echo "ipjoin: $dev: 7 runs in $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+
+	# The fabric join's engine (rdma_cm) on the same sequence. On lo the
+	# kernel binds an rdma_cm ID to a loopback address without a device
+	# (cma.c rdma_bind_addr_dst: cma_any_addr counts 127/8 as "any"), so
+	# every join there is refused (EINVAL, ucma.c ucma_get_ctx_dev): no
+	# membership, a trace line and a hint naming the step.
+	cmx=10; [ "$nd" = lo ] && cmx=00
+	one "$dev" "$nd" "$other" cm $cmx IPJOIN_HOLDER=cm RSVERBS_MCAST_FABRICJOIN=roce LD_PRELOAD="$RSVERBS_LIB" "$P"
+	one "$dev" "$nd" "$other" cmrelinked $cmx IPJOIN_HOLDER=cm RSVERBS_MCAST_FABRICJOIN=roce "$P.rsv"
+	one "$dev" "$nd" "$other" cmtraced $cmx IPJOIN_HOLDER=cm RSVERBS_MCAST_FABRICJOIN=roce \
+		RSVERBS_TRACE="hints:$W/$dev.cmtraced.trace" LD_PRELOAD="$RSVERBS_LIB" "$P"
+	one "$dev" "$nd" "$other" cmib 00 IPJOIN_HOLDER=cm RSVERBS_MCAST_FABRICJOIN=1 LD_PRELOAD="$RSVERBS_LIB" "$P"
+	for m in cm cmrelinked cmtraced cmib; do
+		check "$dev $m: served by librsverbs" served "$W/$dev.$m" librsverbs.so.1
+		check "$dev $m: return values and errno identical to rdma-core's" \
+			diff -u "$W/$dev.ref.calls" "$W/$dev.$m.calls"
+	done
+	tr=$W/$dev.cmtraced.trace
+	joins=$(grep -c "fabricjoin joined netdev=$nd .*ipv4=.* mlid=0x0000 qkey=0x01234567$" "$tr")
+	leaves=$(grep -c "fabricjoin leave netdev=$nd .*result=0$" "$tr")
+	refused=$(grep -c "fabricjoin join netdev=$nd .*step=join result=EINVAL(22)$" "$tr")
+	hints=$(grep -c "hint\[fabric-join-failed\]: .* through $nd: EINVAL(22) at join (the ID has no device" "$tr")
+	echo "ipjoin: $dev cmtraced: $joins joins, $leaves leaves, $refused refused on $nd"
+	if [ "$nd" = lo ]; then
+		check "$dev cmtraced: every join refused at the join step (loopback), each with its hint" \
+			test "$joins:$leaves:$((refused > 0)):$hints" = "0:0:1:$refused"
+		check "$dev cmtraced: no other fabricjoin line" test "$(grep -c 'fabricjoin ' "$tr")" -eq "$refused"
+	else
+		# The IPv4 groups of the sequence (1 3 4 6 9 7 8, and the fork
+		# child's 7): joined once each, all left but 8 (detached by a child).
+		check "$dev cmtraced: 8 joins (the kernel's event: MLID 0 and RDMA_UDP_QKEY on RoCE) and 7 leaves on $nd" \
+			test "$joins:$leaves" = 8:7
+		check "$dev cmtraced: no other fabricjoin line, no hint[fabric-join-failed]" \
+			test "$(grep -c 'fabricjoin ' "$tr"):$hints" = 15:0
+		check "$dev cmtraced: no hint[no-ip-join] (the fabric join made it)" \
+			test "$(grep -c 'hint\[no-ip-join\]' "$tr")" -eq 0
+
+		# SIGKILL: the kernel leaves for the holder.
+		coproc HOLD { exec env RSVERBS_MCAST_FABRICJOIN=roce LD_PRELOAD="$RSVERBS_LIB" "$P" --hold "$dev" 2>&1; }
+		hold_pid=$HOLD_PID
+		read -r -t "$TMO" held <&"${HOLD[0]}"
+		check "$dev kill -9: the holder attached (got '${held:-}')" test "${held:-}" = held
+		check "$dev kill -9: $nd joined the holder's group" test "$("$P" --member "$nd")" = 1
+		kill -9 "$hold_pid"
+		wait "$hold_pid" 2>/dev/null
+		check "$dev kill -9: the group is gone once the holder is reaped" test "$("$P" --member "$nd")" = 0
+	fi
+	[ "$nd" = lo ] || cm_bytes "$dev" 192.0.2.1
+	echo "ipjoin: $dev: 11 runs in $(( ($(date +%s%N) - t0) / 1000000 )) ms"
 done
 finish

@@ -166,6 +166,11 @@ impl<H: Copy> Counts<H> {
         }
     }
 
+    /// The (netdev, group) that `h` holds, if any.
+    pub fn held_by(&self, h: impl Fn(&H) -> bool) -> Option<(u32, Mgid)> {
+        self.groups.iter().find(|g| g.held.as_ref().is_some_and(&h)).map(|g| (g.ifindex, g.mgid))
+    }
+
     /// The users of (ifindex, mgid).
     #[cfg(test)]
     pub fn users(&self, ifindex: u32, mgid: &Mgid) -> u32 {

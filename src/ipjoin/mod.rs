@@ -25,6 +25,7 @@
 //! takes it over, forgets the parent's counts and closes the inherited
 //! sockets without ever leaving a group.
 
+mod cm;
 mod counts;
 mod sock;
 
@@ -42,11 +43,53 @@ use sock::{Pool, Sock};
 const OFF: u8 = FIRST_STATE;
 const ON: u8 = FIRST_STATE + 1;
 
-static MODE: Switch = Switch::new(c"RSVERBS_MCAST_IPJOIN");
+/// `RSVERBS_MCAST_FABRICJOIN=roce`: the fabric join on RoCE ports too
+/// (IPv4 groups; docs/fabric-join.md: the test bed's way to run the
+/// InfiniBand engine where it can run).
+const ALL_PORTS: u8 = FIRST_STATE + 2;
 
-/// Whether `RSVERBS_MCAST_IPJOIN` is on (reads it on first use).
+static MODE: Switch = Switch::new(c"RSVERBS_MCAST_IPJOIN");
+static FABRIC: Switch = Switch::new(c"RSVERBS_MCAST_FABRICJOIN");
+
+/// Whether `RSVERBS_MCAST_IPJOIN` or `RSVERBS_MCAST_FABRICJOIN` is on
+/// (reads them on first use).
 pub fn on() -> bool {
+    ip_on() | fabric_mode().is_some()
+}
+
+/// Whether an attach on a RoCE port is joined at IP level: by the
+/// socket join, or by the fabric join forced onto RoCE (the trace's
+/// `no-ip-join` hint stays silent then).
+pub fn ip_level() -> bool {
+    ip_on() || fabric_mode() == Some(true)
+}
+
+fn ip_on() -> bool {
     MODE.get(parse, OFF) == ON
+}
+
+/// The fabric join's mode: None (off), `Some(false)` on InfiniBand ports,
+/// `Some(true)` on every port.
+fn fabric_mode() -> Option<bool> {
+    match FABRIC.get(parse_fabric, OFF) {
+        ON => Some(false),
+        ALL_PORTS => Some(true),
+        _ => None,
+    }
+}
+
+/// `1` (InfiniBand ports) or `roce` (every port); unset, empty or `0`
+/// leave it off; anything else is ignored with one line on stderr.
+fn parse_fabric(value: &[u8]) -> u8 {
+    match value {
+        b"1" => ON,
+        b"roce" => ALL_PORTS,
+        b"" | b"0" => OFF,
+        _ => {
+            FABRIC.warn(value, "not 1, roce or 0", "fabric join");
+            OFF
+        }
+    }
 }
 
 /// `1` turns it on; unset, empty or `0` leave it off; anything else is
@@ -66,6 +109,10 @@ fn parse(value: &[u8]) -> u8 {
 pub struct State {
     counts: Counts<Sock>,
     pool: Pool,
+    /// The fabric join's counts, per (bound netdev, group), and its
+    /// rdma_cm fd (cm.rs).
+    fabric: Counts<cm::Handle>,
+    chan: cm::Channel,
 }
 
 /// The state, behind a sleeping lock (a futex) that a forked child can
@@ -87,7 +134,7 @@ unsafe impl Sync for Locked {}
 static STATE: Locked = Locked {
     holder: AtomicU32::new(0),
     waiters: AtomicU32::new(0),
-    state: UnsafeCell::new(State { counts: Counts::new(), pool: Pool::new() }),
+    state: UnsafeCell::new(State { counts: Counts::new(), pool: Pool::new(), fabric: Counts::new(), chan: cm::Channel::new() }),
 };
 
 /// How long a waiter sleeps before it looks whether the holder still
@@ -157,7 +204,7 @@ fn unlock() {
 /// changed are leaked, not freed. No allocation or free.
 #[cfg_attr(not(rsverbs_clib), allow(dead_code))] // lifecycle.rs is the C library's only
 pub fn after_fork_in_child() {
-    if MODE.peek() != Some(ON) {
+    if MODE.peek() != Some(ON) && !matches!(FABRIC.peek(), Some(ON | ALL_PORTS)) {
         return;
     }
     // SAFETY: the child has one thread, this one, and it is not inside
@@ -165,6 +212,8 @@ pub fn after_fork_in_child() {
     let st = unsafe { &mut *STATE.state.get() };
     st.pool.close_ours();
     core::mem::forget(core::mem::replace(&mut st.counts, Counts::new()));
+    st.chan.close_in_child();
+    core::mem::forget(core::mem::replace(&mut st.fabric, Counts::new()));
     STATE.holder.store(0, Release);
 }
 
@@ -175,7 +224,7 @@ pub fn after_fork_in_child() {
 /// that nothing joins after.
 #[cfg_attr(not(rsverbs_clib), allow(dead_code))] // lifecycle.rs is the C library's only caller
 pub fn at_unload() {
-    if MODE.peek() != Some(ON) {
+    if MODE.peek() != Some(ON) && !matches!(FABRIC.peek(), Some(ON | ALL_PORTS)) {
         return;
     }
     let me = crate::sys::gettid() as u32;
@@ -186,6 +235,8 @@ pub fn at_unload() {
     let st = unsafe { &mut *STATE.state.get() };
     st.pool.close_ours();
     st.counts = Counts::new();
+    st.chan.close();
+    st.fabric = Counts::new();
 }
 
 impl State {
@@ -194,6 +245,56 @@ impl State {
     #[cold]
     #[inline(never)]
     pub fn after_mcast(&mut self, v: &McastView, rc: c_int) {
+        if ip_on() {
+            self.ip_after_mcast(v, rc);
+        }
+        if let Some(all_ports) = fabric_mode() {
+            self.fabric_after_mcast(v, rc, all_ports);
+        }
+    }
+
+    /// The fabric join's part of [`State::after_mcast`] (cm.rs,
+    /// docs/fabric-join.md): join through rdma_cm after the first attach of
+    /// a group on the port (per bound netdev), leave after its last detach.
+    fn fabric_after_mcast(&mut self, v: &McastView, rc: c_int, all_ports: bool) {
+        let (Some(q), Some(mgid)) = (v.qp, v.mgid) else { return };
+        if rc != 0 || !mgid.is_multicast() {
+            return;
+        }
+        let key = q.key;
+        let mut report = |o: cm::Outcome| fabric_note(o, v.lid);
+        let Ok(stale) = self.fabric.forget_stale(key, q.qpn) else { return no_memory() };
+        for (_, _, h) in stale {
+            let _ = self.chan.leave(&mut self.fabric, h, &mut report);
+        }
+        if !v.attach {
+            let Ok(to_leave) = self.fabric.detach(key, &mgid) else { return no_memory() };
+            for (i, h) in to_leave {
+                let r = self.chan.leave(&mut self.fabric, h, &mut report).err().unwrap_or(0);
+                note_fabric("leave", "leave", i, &mgid, r);
+            }
+            return;
+        }
+        if self.fabric.has(key, &mgid) {
+            return; // a duplicate: one attachment in the kernel
+        }
+        let Some(ctx) = &v.ctx else { return };
+        let Some(t) = fabric_target(ctx, q.key.handle, &mgid, all_ports) else { return };
+        let (ifindex, bind, group) = match t {
+            Ok(t) => t,
+            Err(port) => return crate::trace::no_ipoib(ctx, port, &mgid),
+        };
+        let Ok(to_join) = self.fabric.attach(key, q.qpn, &mgid, &[ifindex]) else { return no_memory() };
+        for i in to_join {
+            match self.chan.join(&mut self.fabric, i, &bind, &group, &mgid, &mut report) {
+                Ok(h) => self.fabric.joined(i, &mgid, h),
+                Err((step, e)) => fabric_note(cm::Outcome::Failed { ifindex: i, mgid, step, errno: e }, v.lid),
+            }
+        }
+    }
+
+    /// The IP-level join's part of [`State::after_mcast`].
+    fn ip_after_mcast(&mut self, v: &McastView, rc: c_int) {
         let (Some(q), Some(mgid)) = (v.qp, v.mgid) else { return };
         // A refused call changed nothing in the kernel: nothing to join or
         // leave (a refused detach keeps the membership).
@@ -239,6 +340,77 @@ impl State {
 #[cold]
 fn no_memory() {
     crate::os::warn_once_no_memory("the IP-level join or leave of an attach or detach");
+}
+
+/// Where the fabric join of `mgid` for the QP `handle` goes: its port's
+/// netdev, the address to bind there and the group's address. On an
+/// InfiniBand port the IPoIB netdev and the MGID itself (`AF_IB`, as
+/// mckey's `-M`); on a RoCE port (with `all_ports` only) the first netdev
+/// with an IPv4 address and the IPv4 group (the kernel refuses an `AF_IB`
+/// bind on RoCE, cma.c `cma_validate_port`, and joins IPv6 groups there
+/// with ENOTSUPP, 524: those keep the socket join). None when there is
+/// nothing to join; Err(port) when an InfiniBand port has no IPoIB
+/// address (the `no-ipoib` hint).
+fn fabric_target(ctx: &Context, handle: u32, mgid: &Mgid, all_ports: bool) -> Option<Result<(u32, cm::Addr, cm::Addr), u32>> {
+    let dev = ctx.dev.as_ref()?;
+    let port = crate::port::qp_port(ctx.key, handle, dev)?;
+    if crate::port::is_ethernet(dev, port) {
+        let group = mgid.v4_group()?;
+        if !all_ports {
+            return None;
+        }
+        let found = crate::port::netdevs(ctx.key, dev, port).into_iter().find_map(|i| Some((i, cm::ipv4_of(i)?)));
+        return found.map(|(i, a)| Ok((i, cm::Addr::V4(a), cm::Addr::V4(group.octets()))));
+    }
+    let Some(i) = crate::port::ipoib_netdev(dev, port, None) else { return Some(Err(port)) };
+    let Some(a) = cm::ipv4_of(i) else { return Some(Err(port)) };
+    Some(Ok((i, cm::Addr::V4(a), cm::Addr::Ib(0, mgid.0))))
+}
+
+/// A trace line (and a hint) for one outcome of the fabric join; `lid`:
+/// the LID the attach was given (an InfiniBand MLID the SA chose otherwise
+/// is a `mlid-mismatch` hint).
+fn fabric_note(o: cm::Outcome, lid: u16) {
+    if !crate::trace::registry_on() {
+        return;
+    }
+    match o {
+        cm::Outcome::Joined { ifindex, mgid, qkey, mlid } => {
+            let name = crate::port::name_here(ifindex);
+            crate::trace::note(format_args!(
+                "fabricjoin joined netdev={} ifindex={ifindex} {mgid} mlid={mlid:#06x} qkey={qkey:#010x}",
+                name.as_deref().unwrap_or("?")
+            ));
+            if mlid != 0 && mlid != lid {
+                crate::trace::mlid_mismatch(&mgid, lid, mlid);
+            }
+        }
+        cm::Outcome::Failed { ifindex, mgid, step, errno } => {
+            note_fabric("join", step, ifindex, &mgid, errno);
+        }
+        cm::Outcome::Lost { ifindex, mgid, errno } => {
+            note_fabric("lost", "event", ifindex, &mgid, errno);
+        }
+    }
+}
+
+/// `fabricjoin join|leave|lost netdev=NAME ifindex=N mgid=… [step=S]
+/// result=R` (`step`: where a failed join stopped, see cm::Outcome); a
+/// failed join or a lost one is also a `fabric-join-failed` hint.
+fn note_fabric(what: &str, step: &str, ifindex: u32, mgid: &Mgid, rc: c_int) {
+    if !crate::trace::registry_on() {
+        return;
+    }
+    let name = crate::port::name_here(ifindex);
+    let name = name.as_deref().unwrap_or("?");
+    if rc == 0 {
+        crate::trace::note(format_args!("fabricjoin {what} netdev={name} ifindex={ifindex} {mgid} result=0"));
+        return;
+    }
+    crate::trace::note(format_args!("fabricjoin {what} netdev={name} ifindex={ifindex} {mgid} step={step} result={}", Res(rc)));
+    if what != "leave" {
+        crate::trace::fabric_join_failed(name, mgid, step, rc, what == "lost");
+    }
 }
 
 /// The netdevs of the QP's port (QUERY_QP, then the port's GID table).

@@ -211,6 +211,68 @@ pub fn ip_join_failed(pid: u32, netdev: &str, mgid: &Mgid, e: i32) {
     });
 }
 
+/// The fabric join (docs/fabric-join.md) of `mgid` through `netdev`
+/// failed with `e`, or ended later (`lost`: an error event, e.g.
+/// ENETRESET after the SM re-registered the port).
+pub fn fabric_join_failed(pid: u32, netdev: &str, mgid: &Mgid, step: &str, e: i32, lost: bool) {
+    hint(pid, "fabric-join-failed", |l| {
+        let _ = write!(
+            l,
+            "RSVERBS_MCAST_FABRICJOIN {} {mgid} through {netdev}: {} at {step}",
+            if lost { "lost the membership of" } else { "could not join" },
+            Res(e)
+        );
+        let why = match (step, e) {
+            ("open", libc::ENOENT | libc::ENODEV | libc::ENXIO) => {
+                " (no /dev/infiniband/rdma_cm: load the rdma_ucm module)."
+            }
+            ("bind", _) => {
+                " (the kernel's rdma_cm found no RDMA device for the netdev's address: rdma_bind_addr, cma_acquire_dev_by_src_ip)."
+            }
+            ("join", libc::EINVAL) => {
+                " (the ID has no device: the kernel bound the address without one, as for a loopback address, ucma_get_ctx_dev)."
+            }
+            (_, libc::EADDRNOTAVAIL) => {
+                " (the kernel found no IPoIB broadcast group to take the join's template from: is IPoIB up and joined on the port?)."
+            }
+            ("event", libc::EINVAL) => {
+                " (the SA refused the record: the group exists with another Q_Key, SL, TClass or P_Key, e.g. made by perftest's own join; OpenSM logs ERR 1B30 for a Q_Key)."
+            }
+            (_, libc::ETIMEDOUT) => " (the SA did not answer: is a subnet manager running?).",
+            (_, libc::ENETRESET) => " (the subnet manager re-registered the port; the group is joined again at its next attach).",
+            _ => ".",
+        };
+        let _ = write!(l, "{why} The QP is attached, but the fabric does not route the group to this port until it is joined.");
+    });
+}
+
+/// An attach on InfiniBand with the fabric join on, and no IPoIB address
+/// to bind its rdma_cm ID to.
+pub fn no_ipoib(pid: u32, dev: &str, port: u32, mgid: &Mgid) {
+    hint(pid, "no-ipoib", |l| {
+        let _ = write!(
+            l,
+            "RSVERBS_MCAST_FABRICJOIN cannot join {mgid} from {dev} port {port}: the port has no IPoIB netdev with an IPv4 \
+             address, and the kernel's rdma_cm joins only from one (cma.c cma_join_ib_multicast takes the IPoIB broadcast \
+             group as its template). Bring IPoIB up with an address on the port, or join with the SA yourself \
+             (librdmacm rdma_join_multicast, perftest's umad join as root). Without a join the switches do not route \
+             the group to this port."
+        );
+    });
+}
+
+/// The SA gave the group another MLID than the attach's LID.
+pub fn mlid_mismatch(pid: u32, mgid: &Mgid, lid: u16, mlid: u16) {
+    hint(pid, "mlid-mismatch", |l| {
+        let _ = write!(
+            l,
+            "{mgid} was attached with LID {lid:#06x}, but the SA's MLID of the group is {mlid:#06x}: senders must address \
+             the group with the SA's MLID (the switches route by it), and attaching with it keeps the kernel's entry \
+             matching (uverbs keeps one per MGID and LID)."
+        );
+    });
+}
+
 /// At exit: every QP this process attached and did not detach.
 pub fn at_exit(pid: u32) {
     // (QP, QPN, device, its groups)

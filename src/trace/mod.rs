@@ -67,6 +67,31 @@ pub fn ip_join_failed(netdev: &str, mgid: &crate::mgid::Mgid, e: c_int) {
     }
 }
 
+/// A `hint[fabric-join-failed]` line: the fabric join of `mgid` through
+/// `netdev` failed (or, `lost`, ended later) with `e`.
+pub fn fabric_join_failed(netdev: &str, mgid: &crate::mgid::Mgid, step: &str, e: c_int, lost: bool) {
+    if mode() == HINTS {
+        hints::fabric_join_failed(os::pid(), netdev, mgid, step, e, lost);
+    }
+}
+
+/// A `hint[no-ipoib]` line: an attach on InfiniBand port `port`, whose
+/// fabric join needs an IPoIB address to bind to, and there is none.
+pub fn no_ipoib(ctx: &crate::view::Context, port: u32, mgid: &crate::mgid::Mgid) {
+    if mode() == HINTS {
+        let name = ctx.dev.as_ref().map_or("?", |d| d.name());
+        hints::no_ipoib(os::pid(), name, port, mgid);
+    }
+}
+
+/// A `hint[mlid-mismatch]` line: the SA gave `mgid` the MLID `mlid`, the
+/// attach was given `lid`.
+pub fn mlid_mismatch(mgid: &crate::mgid::Mgid, lid: u16, mlid: u16) {
+    if mode() == HINTS {
+        hints::mlid_mismatch(os::pid(), mgid, lid, mlid);
+    }
+}
+
 /// The mode; the first call reads `RSVERBS_TRACE` and opens the sink. A
 /// thread that comes while another reads it, and waits too long, goes
 /// untraced.

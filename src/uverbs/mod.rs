@@ -4,6 +4,7 @@
 
 #[cfg(test)]
 pub mod capture;
+pub mod cm;
 pub mod exec;
 pub mod ioctl;
 pub mod route;
