@@ -59,7 +59,7 @@ served() { # served FILE LIBRARY
 # cm_writes FILE: the rdma_cm writes in an `strace -xx -y` log, one line
 # each: LENGTH HEX.
 cm_writes() {
-	sed -n 's/.*write([0-9]*<\/dev\/infiniband\/rdma_cm>, "\(\(\\x[0-9a-f][0-9a-f]\)*\)", \([0-9]*\)).*/\3 \1/p' "$1" |
+	sed 's/<\\x2f\\x64\\x65\\x76\\x2f\\x69\\x6e\\x66\\x69\\x6e\\x69\\x62\\x61\\x6e\\x64\\x2f\\x72\\x64\\x6d\\x61\\x5f\\x63\\x6d>/<\/dev\/infiniband\/rdma_cm>/' "$1" | sed -n 's/.*write([0-9]*<\/dev\/infiniband\/rdma_cm>, "\(\(\\x[0-9a-f][0-9a-f]\)*\)", \([0-9]*\)).*/\3 \1/p' |
 		sed 's/\\x//g'
 }
 # cm_pick FILE LEN: of the rdma_cm writes, the 160-byte JOIN_MCAST (LEN 160),

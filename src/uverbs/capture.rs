@@ -23,6 +23,15 @@ pub fn host(le: &[u8], widths: &[usize]) -> Vec<u8> {
     out
 }
 
+/// The bytes of a hex capture, zero-filled to `len` (a capture's trailing
+/// zeros are left out of the source).
+pub fn hex_bytes(hex: &str, len: usize) -> Vec<u8> {
+    let mut v: Vec<u8> = (0..hex.len() / 2).map(|i| u8::from_str_radix(&hex[i * 2..i * 2 + 2], 16).expect("hex")).collect();
+    assert!(v.len() <= len, "capture longer than {len}");
+    v.resize(len, 0);
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::host;

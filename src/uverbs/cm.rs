@@ -357,4 +357,19 @@ mod tests {
         q[10..12].copy_from_slice(&[0x7f, 0xff]);
         assert_eq!(QueryAddr::decode(&q), QueryAddr { node_guid: [1, 2, 3, 4, 5, 6, 7, 8], port: 1, pkey: 0x7fff });
     }
+
+    /// The InfiniBand join's command is librdmacm's for the same intent:
+    /// `mckey -M ff12:401b:ffff::ef4d:10a -b ADDR`'s JOIN_MCAST, captured
+    /// with strace in the test bed (rdma-core 44, x86_64; ctest/vm/ipjoin.sh
+    /// `cm_bytes`, which also compares the RoCE join live), with its
+    /// response pointer, uid and ID zeroed; put in this host's byte order.
+    #[test]
+    fn the_ib_join_is_mckeys() {
+        let le = crate::uverbs::capture::hex_bytes("16000000980004000000000000000000000000000000000000000000300000001b00000000000000ff12401bffff000000000000ef4d010a", 160);
+        let mut widths = alloc::vec![4, 2, 2, 8, 8, 4, 2, 2, 2];
+        widths.extend([1; 126]);
+        let want = crate::uverbs::capture::host(&le, &widths);
+        let mgid = [0xff, 0x12, 0x40, 0x1b, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0xef, 0x4d, 0x01, 0x0a];
+        assert_eq!(join(0, 0, 0, &Addr::Ib(0, mgid), JOIN_FULL).bytes.as_slice(), want.as_slice());
+    }
 }
