@@ -20,7 +20,7 @@
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release, fence};
 
-/// Slots (64 bytes each, in .bss: untouched pages cost nothing).
+/// Slots (80 bytes each, in .bss: untouched pages cost nothing).
 pub const CAP: usize = 4096;
 
 const FREE: u64 = 0;
@@ -37,7 +37,13 @@ struct Slot {
     /// lid | qpn << 16
     lid_qpn: AtomicU64,
     dev: [AtomicU64; 2],
+    /// [`Watch`]: qkey | port << 32 | WATCHED, then the counter | fd << 32;
+    /// 0 when none.
+    watch: [AtomicU64; 2],
 }
+
+/// The bit of `watch[0]` that says a [`Watch`] is kept.
+const WATCHED: u64 = 1 << 40;
 
 static SLOTS: [Slot; CAP] = [const {
     Slot {
@@ -47,6 +53,7 @@ static SLOTS: [Slot; CAP] = [const {
         gid: [AtomicU64::new(0), AtomicU64::new(0)],
         lid_qpn: AtomicU64::new(0),
         dev: [AtomicU64::new(0), AtomicU64::new(0)],
+        watch: [AtomicU64::new(0), AtomicU64::new(0)],
     }
 }; CAP];
 
@@ -63,6 +70,21 @@ pub struct Attachment {
     pub lid: u16,
     /// The device name, cut at 16 bytes, NUL-padded.
     pub dev: [u8; 16],
+    /// `RSVERBS_TRACE=hints`: the port's Q_Key violation counter when the
+    /// QP was attached (the `qkey-violations` hint).
+    pub watch: Option<Watch>,
+}
+
+/// The QP's port and Q_Key, and the port's `qkey_viol_cntr` sampled right
+/// after the attach (docs/trace.md, `qkey-violations`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Watch {
+    pub port: u8,
+    pub qkey: u32,
+    pub viol: u32,
+    /// The context's `cmd_fd` at the attach, to sample the counter again
+    /// at exit (checked to be a uverbs device first).
+    pub fd: i32,
 }
 
 impl Attachment {
@@ -98,6 +120,7 @@ fn read(s: &Slot) -> Option<Attachment> {
     let gid = join([s.gid[0].load(Relaxed), s.gid[1].load(Relaxed)]);
     let lq = s.lid_qpn.load(Relaxed);
     let dev = join([s.dev[0].load(Relaxed), s.dev[1].load(Relaxed)]);
+    let w = [s.watch[0].load(Relaxed), s.watch[1].load(Relaxed)];
     fence(Acquire);
     (s.state.load(Relaxed) == s1).then_some(Attachment {
         qp: QpKey { ctx, handle: hp as u32 },
@@ -106,6 +129,7 @@ fn read(s: &Slot) -> Option<Attachment> {
         gid,
         lid: lq as u16,
         dev,
+        watch: (w[0] & WATCHED != 0).then_some(Watch { port: (w[0] >> 32) as u8, qkey: w[0] as u32, viol: w[1] as u32, fd: (w[1] >> 32) as i32 }),
     })
 }
 
@@ -182,6 +206,9 @@ pub fn insert(a: &Attachment) -> Insert {
         let d = halves(&a.dev);
         s.dev[0].store(d[0], Relaxed);
         s.dev[1].store(d[1], Relaxed);
+        let w = a.watch.map_or([0, 0], |w| [u64::from(w.qkey) | (u64::from(w.port) << 32) | WATCHED, u64::from(w.viol) | (u64::from(w.fd as u32) << 32)]);
+        s.watch[0].store(w[0], Relaxed);
+        s.watch[1].store(w[1], Relaxed);
         s.state.store(((generation + 2) << 2) | LIVE, Release);
         return Insert::Added;
     }
@@ -239,7 +266,30 @@ mod tests {
         let mut gid = [0u8; 16];
         gid[0] = 0xff;
         gid[15] = g;
-        Attachment { qp: QpKey { ctx, handle }, pid: 1, qpn: 17, gid, lid, dev: *b"rxe1\0\0\0\0\0\0\0\0\0\0\0\0" }
+        Attachment { qp: QpKey { ctx, handle }, pid: 1, qpn: 17, gid, lid, dev: *b"rxe1\0\0\0\0\0\0\0\0\0\0\0\0", watch: None }
+    }
+
+    #[test]
+    fn a_watch_is_kept_with_its_attachment() {
+        let mut a = att(0x6100, 4, 9, 0);
+        a.watch = Some(Watch { port: 2, qkey: 0x8000_0001, viol: 0xffff, fd: -1 });
+        assert_eq!(insert(&a), Insert::Added);
+        let mut got = None;
+        each(|x| {
+            if x.qp == a.qp {
+                got = Some(*x);
+            }
+        });
+        assert_eq!(got, Some(a));
+        assert_eq!(remove(a.qp, &a.gid, 0), 1);
+        let b = att(0x6100, 4, 9, 0);
+        assert_eq!(insert(&b), Insert::Added);
+        each(|x| {
+            if x.qp == b.qp {
+                assert_eq!(x.watch, None, "a reused slot has no stale watch");
+            }
+        });
+        assert_eq!(remove(b.qp, &b.gid, 0), 1);
     }
 
     #[test]

@@ -69,7 +69,11 @@ static void check(const char *what, int cond)
 static struct ibv_qp *ud_qp(struct ibv_pd *pd, struct ibv_cq *cq)
 {
 	struct ibv_qp *qp = new_qp_on(pd, cq, IBV_QPT_UD);
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1, .qkey = 0x11111111 };
+	/* perftest's Q_Key, or IPJOIN_QKEY's (the fabric join's hint[qkey-mismatch]
+	 * twin: rdma_cm's 0x01234567 is the group's on RoCE). */
+	const char *qk = getenv("IPJOIN_QKEY");
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1,
+				 .qkey = qk ? (uint32_t)strtoul(qk, NULL, 0) : 0x11111111 };
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY)) {
 		fprintf(stderr, "ipjoin: modify_qp INIT: %s\n", strerror(errno));
 		exit(2);

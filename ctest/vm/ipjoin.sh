@@ -22,6 +22,8 @@
 #   cmtraced  preloaded, =roce, RSVERBS_TRACE=hints:FILE  and one
 #             "fabricjoin joined"/"fabricjoin leave" line per join/leave,
 #             no hint[fabric-join-failed]
+#   cmqkey    as cmtraced, the QPs with the group's Q_Key (rdma_cm's):
+#             no hint[qkey-mismatch] (cmtraced, perftest's Q_Key: one a join)
 #   cmib      preloaded, RSVERBS_MCAST_FABRICJOIN=1       no join (InfiniBand
 #             ports only), no rdma_cm fd
 # and a holder killed with SIGKILL: its group is gone once it is reaped
@@ -157,7 +159,9 @@ for spec in rxe1:dummy0:lo rxe0:lo:dummy0; do
 	one "$dev" "$nd" "$other" cmtraced $cmx IPJOIN_HOLDER=cm RSVERBS_MCAST_FABRICJOIN=roce \
 		RSVERBS_TRACE="hints:$W/$dev.cmtraced.trace" LD_PRELOAD="$RSVERBS_LIB" "$P"
 	one "$dev" "$nd" "$other" cmib 00 IPJOIN_HOLDER=cm RSVERBS_MCAST_FABRICJOIN=1 LD_PRELOAD="$RSVERBS_LIB" "$P"
-	for m in cm cmrelinked cmtraced cmib; do
+	one "$dev" "$nd" "$other" cmqkey $cmx IPJOIN_HOLDER=cm IPJOIN_QKEY=0x01234567 RSVERBS_MCAST_FABRICJOIN=roce \
+		RSVERBS_TRACE="hints:$W/$dev.cmqkey.trace" LD_PRELOAD="$RSVERBS_LIB" "$P"
+	for m in cm cmrelinked cmtraced cmib cmqkey; do
 		check "$dev $m: served by librsverbs" served "$W/$dev.$m" librsverbs.so.1
 		check "$dev $m: return values and errno identical to rdma-core's" \
 			diff -u "$W/$dev.ref.calls" "$W/$dev.$m.calls"
@@ -181,6 +185,13 @@ for spec in rxe1:dummy0:lo rxe0:lo:dummy0; do
 			test "$(grep -c 'fabricjoin ' "$tr"):$hints" = 15:0
 		check "$dev cmtraced: no hint[no-ip-join] (the fabric join made it)" \
 			test "$(grep -c 'hint\[no-ip-join\]' "$tr")" -eq 0
+		# The QPs' Q_Key is perftest's, the group's (rdma_cm's on RoCE)
+		# 0x01234567: each join's answer names the mismatch; the twin whose
+		# QPs have rdma_cm's Q_Key has none.
+		check "$dev cmtraced: hint[qkey-mismatch] at each of the 8 joins (QP 0x11111111, group 0x1234567)" \
+			test "$(grep -c 'hint\[qkey-mismatch\]: .*the group.s Q_Key is 0x1234567 .*the attached QP.s is 0x11111111' "$tr")" -eq 8
+		check "$dev cmqkey: the twin with the group's Q_Key: 8 joins, no hint[qkey-mismatch]" \
+			test "$(grep -c 'fabricjoin joined' "$W/$dev.cmqkey.trace"):$(grep -c 'hint\[qkey-mismatch\]' "$W/$dev.cmqkey.trace")" = 8:0
 
 		# SIGKILL: the kernel leaves for the holder.
 		coproc HOLD { exec env RSVERBS_MCAST_FABRICJOIN=roce LD_PRELOAD="$RSVERBS_LIB" "$P" --hold "$dev" 2>&1; }

@@ -254,6 +254,21 @@ for c in port gid mgid membership filter rp_filter limits; do verdict healthy $c
 ready healthy yes
 check "doctor healthy: names rdma_cm's MGID ::ffff:$G and perftest's -M bytes" \
 	grep -q "rdma_cm attaches ::ffff:$G (RoCE v2); perftest: --mcg -M 0:0:0:0:0:0:0:0:0:0:255:255:239:1:1:1" $W/doctor.healthy.txt
+# qkey: the port's qkey_viol_cntr (ok at 0, warn above), and its rise when
+# a UD receiver on rxe1 refuses 8 datagrams sent with another Q_Key
+# (ctest/vm/trace.c qkey, rdma-core alone; rxe_recv.c check_keys).
+qv() { sed -n 's/.* qkey *qkey_viol_cntr \([0-9]*\).*/\1/p' $W/doctor.$1.txt | head -1; }
+q0=$(qv healthy)
+check "doctor healthy: reports rxe1's qkey_viol_cntr (${q0:-none}), rxe counts them (BAD_QKEY_CNTR)" [ -n "$q0" ]
+if [ "${q0:-x}" = 0 ]; then verdict healthy qkey ok; else verdict healthy qkey warn; fi
+"$BIN/trace" qkey $DEV 239.7.7.6 8 0x01234567 > $W/qkey-bump.out 2>&1
+check "trace qkey $DEV (rdma-core): the receiver refused 8 datagrams" grep -q 'counter-rose-by-8=yes$' $W/qkey-bump.out
+doc qkey-rose 0 $G "${A[@]}"
+q1=$(qv qkey-rose)
+verdict qkey-rose qkey warn
+check "doctor qkey-rose: qkey_viol_cntr rose by >= 8 (${q0:-?} -> ${q1:-?})" [ "${q1:-0}" -ge $(( ${q0:-0} + 8 )) ]
+check "doctor qkey-rose: --json has \"qkey_viol_cntr\":${q1:-?}" grep -q "\"qkey_viol_cntr\":${q1:-x}," $W/doctor.qkey-rose.json
+fix qkey-rose "RSVERBS_TRACE=hints PROGRAM: hint[qkey-violations]"
 doc mgid-v2 0 ::ffff:$G "${A[@]}"
 verdict mgid-v2 mgid ok
 doc mgid-v1 0 ff0e::ffff:$G "${A[@]}"

@@ -68,7 +68,7 @@ counts_equal() {
 # Every line of a trace file has the documented prefix and a known verb or hint.
 well_formed() {
 	local bad
-	bad=$(grep -cvE '^rsverbs\[[0-9]+\]: (ibv_attach_mcast|ibv_detach_mcast|_ibv_query_gid_ex|ibv_query_gid|_ibv_query_gid_table) |^rsverbs\[[0-9]+\]: hint\[(no-ip-join|not-multicast|not-ud|lid-mismatch|still-attached|limit)\]: ' "$@")
+	bad=$(grep -cvE '^rsverbs\[[0-9]+\]: (ibv_attach_mcast|ibv_detach_mcast|_ibv_query_gid_ex|ibv_query_gid|_ibv_query_gid_table) |^rsverbs\[[0-9]+\]: hint\[(no-ip-join|not-multicast|not-ud|lid-mismatch|still-attached|limit|qkey-violations)\]: ' "$@")
 	[ "$bad" = 0 ]
 }
 
@@ -151,6 +151,35 @@ silent limit56
 scenario exit exit $DEV 239.7.7.2
 check "exit: the destroy of the attached QP answered EBUSY" grep -q '^trace: destroy-while-attached rc=16 ' "$W/exit.on"
 fires exit still-attached 1 "at exit, QP 0x[0-9a-f]+ on rxe1 is still attached to 1 group\(s\): 239\.7\.7\.2 lid 0x0000\. ibv_destroy_qp"
+# qkey-violations: a UD receiver with perftest's Q_Key 0x11111111 attaches
+# 239.7.7.5 (joined at IP level by a socket of its own); a sender posts QN
+# datagrams with rdma_cm's 0x01234567, then a marker with the receiver's.
+# rxe drops each mismatching one and counts it in the port's qkey_viol_cntr
+# (rxe_recv.c check_keys). The twin sends all with the receiver's Q_Key.
+# rdma-core alone (no library) prints the same results as the library with
+# tracing off and on.
+QN=8
+qkey_case() { # NAME SENDER_QKEY
+	scenario "$1" qkey $DEV 239.7.7.5 $QN "$2"
+	timeout -k 5 "$TO" "$T" qkey $DEV 239.7.7.5 $QN "$2" > "$W/$1.rdma-core" 2>&1
+	if cmp -s "$W/$1.rdma-core" "$W/$1.off"; then
+		pass "$1: rdma-core alone gives the same results ($(grep -c 'rc=' "$W/$1.rdma-core") calls)"
+	else
+		fail "$1: rdma-core alone differs"; diff "$W/$1.rdma-core" "$W/$1.off" >&2
+	fi
+	check "$1: the attach line shows the receiver's Q_Key" \
+		grep -qE "ibv_attach_mcast dev=rxe1 port=1 qpn=0x[0-9a-f]+ qp_type=UD qkey=0x11111111 mgid=::ffff:239\.7\.7\.5 " "$W/$1.trace"
+}
+qkey_case qkey-bad 0x01234567
+check "qkey-bad: only the marker completes; the counter rose by >= $QN" \
+	grep -q "^trace: qkey completions=1 marker=yes counter-rose-by-$QN=yes$" "$W/qkey-bad.on"
+fires qkey-bad qkey-violations 1 "hint\[qkey-violations\]: [0-9]+ datagram\(s\) reached port 1 of rxe1 with a Q_Key other than this QP's 0x11111111 while QP 0x[0-9a-f]+ had 239\.7\.7\.5 attached until its detach .*per port, not per QP.*this QP's 0x11111111 is perftest's"
+n=$(sed -n "s/.*hint\[qkey-violations\]: \([0-9]*\) datagram.*/\1/p" "$W/qkey-bad.trace")
+check "qkey-bad: the hint counts >= $QN datagrams (${n:-none})" [ "${n:-0}" -ge $QN ]
+qkey_case qkey-ok 0x11111111
+check "qkey-ok: all $((QN + 1)) complete; the counter did not move" \
+	grep -q "^trace: qkey completions=$((QN + 1)) marker=yes counter-rose-by-$QN=no$" "$W/qkey-ok.on"
+silent qkey-ok
 # The IP-level joins end here: on RoCE every address of the netdev, these
 # multicast ones too, is also a GID (kernel roce_gid_mgmt.c), and the suites
 # below expect the standard table.
@@ -219,6 +248,7 @@ check "mckey: the attach and detach librdmacm makes are traced" \
 silent_file() { ! grep -q "hint\[$2\]" "$1"; }
 check "mckey: rdma_cm joins IPv4 groups at IP level, so no hint[no-ip-join]" silent_file "$W/mckey.trace" no-ip-join
 check "mckey: rdma_leave_multicast detached, so no hint[still-attached]" silent_file "$W/mckey.trace" still-attached
+check "mckey: sender and receiver use rdma_cm's Q_Key, so no hint[qkey-violations]" silent_file "$W/mckey.trace" qkey-violations
 
 # ib_send_bw UD multicast (the server attaches, detaches at close), with an IP join held.
 gidx=
@@ -245,6 +275,7 @@ check "ib_send_bw UD multicast: perftest's own ibv_query_gid of its -x index is 
 	grep -qE "^rsverbs\[[0-9]+\]: ibv_query_gid dev=rxe1 port=1 index=${gidx:-1} result=0 gid=::ffff:192\.0\.2\.1$" "$W/ib_send_bw.trace"
 check "ib_send_bw UD multicast: joined at IP level, so no hint[no-ip-join]" silent_file "$W/ib_send_bw.trace" no-ip-join
 check "ib_send_bw UD multicast: detached before exit, so no hint[still-attached]" silent_file "$W/ib_send_bw.trace" still-attached
+check "ib_send_bw UD multicast: both sides use perftest's Q_Key, so no hint[qkey-violations]" silent_file "$W/ib_send_bw.trace" qkey-violations
 probes_off
 
 # ---- 3. the existing suites, traced -------------------------------------------

@@ -58,18 +58,38 @@ struct Bound {
     id: u32,
 }
 
-/// A join whose event has not been read yet.
+/// A join whose event has not been read yet, with what the attach that
+/// asked for it knew: its LID and its QP's Q_Key, for the hints.
 struct Pending {
     handle: u32,
     ifindex: u32,
     mgid: Mgid,
+    asked: Asked,
+}
+
+/// One join to make: the netdev, the address to bind there, the group's
+/// address, its MGID, and what the attach knew.
+pub struct Want {
+    pub ifindex: u32,
+    pub bind: Addr,
+    pub group: Addr,
+    pub mgid: Mgid,
+    pub asked: Asked,
+}
+
+/// The attach's LID and its QP's Q_Key (when the kernel told it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Asked {
+    pub lid: u16,
+    pub qkey: Option<u32>,
 }
 
 /// What the engine reports about one event or failed step, for the trace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
-    /// The kernel (and on InfiniBand the SA) granted the join.
-    Joined { ifindex: u32, mgid: Mgid, qkey: u32, mlid: u16 },
+    /// The kernel (and on InfiniBand the SA) granted the join: the group's
+    /// Q_Key and MLID, and what the attach had.
+    Joined { ifindex: u32, mgid: Mgid, qkey: u32, mlid: u16, asked: Asked },
     /// The join failed at `step` (`open`, `create`, `bind`, `join`, or
     /// `event`: the kernel's or the SA's answer) with `errno`.
     Failed { ifindex: u32, mgid: Mgid, step: &'static str, errno: c_int },
@@ -147,18 +167,12 @@ impl Channel {
         Ok(id)
     }
 
-    /// Joins `mgid` on `ifindex` (bound to `bind`, joined as `group`, a
-    /// full member) and waits at most [`JOIN_WAIT_MS`] for the answer.
-    /// The events read meanwhile, this join's included, go to `report`.
-    pub fn join(
-        &mut self,
-        counts: &mut Counts<Handle>,
-        ifindex: u32,
-        bind: &Addr,
-        group: &Addr,
-        mgid: &Mgid,
-        report: &mut dyn FnMut(Outcome),
-    ) -> Result<Handle, (&'static str, c_int)> {
+    /// Joins `w.mgid` on `w.ifindex` (bound to `w.bind`, joined as
+    /// `w.group`, a full member) and waits at most [`JOIN_WAIT_MS`] for the
+    /// answer. The events read meanwhile, this join's included, go to
+    /// `report`.
+    pub fn join(&mut self, counts: &mut Counts<Handle>, w: &Want, report: &mut dyn FnMut(Outcome)) -> Result<Handle, (&'static str, c_int)> {
+        let (ifindex, bind, group, mgid, asked) = (w.ifindex, &w.bind, &w.group, &w.mgid, w.asked);
         let fd = self.fd(counts).map_err(|e| ("open", e))?;
         self.drain(counts, 0, report);
         if self.pending.try_reserve(1).is_err() {
@@ -169,7 +183,7 @@ impl Channel {
         cm::send(fd, &cm::join(resp.as_mut_ptr() as u64, u64::from(ifindex), id, group, cm::JOIN_FULL))
             .map_err(|e| ("join", e))?;
         let handle = u32::from_ne_bytes(resp);
-        self.pending.push(Pending { handle, ifindex, mgid: *mgid });
+        self.pending.push(Pending { handle, ifindex, mgid: *mgid, asked });
         let t0 = crate::os::monotonic_us();
         while self.pending.iter().any(|p| p.handle == handle) {
             let spent = (crate::os::monotonic_us().saturating_sub(t0) / 1000) as u32;
@@ -218,18 +232,20 @@ impl Channel {
 
     fn on_event(&mut self, counts: &mut Counts<Handle>, e: &Event, report: &mut dyn FnMut(Outcome)) {
         let pending = self.pending.iter().position(|p| p.handle == e.id);
-        let (ifindex, mgid) = match pending {
+        let (ifindex, mgid, asked) = match pending {
             Some(i) => {
                 let p = self.pending.swap_remove(i);
-                (p.ifindex, p.mgid)
+                (p.ifindex, p.mgid, Some(p.asked))
             }
             None => match counts.held_by(|h| h.0 == e.id) {
-                Some(x) => x,
+                Some((i, m)) => (i, m, None),
                 None => return, // a group left meanwhile
             },
         };
         if e.event == cm::EVENT_MULTICAST_JOIN && e.status == 0 {
-            report(Outcome::Joined { ifindex, mgid, qkey: e.qkey, mlid: e.mlid });
+            if let Some(asked) = asked {
+                report(Outcome::Joined { ifindex, mgid, qkey: e.qkey, mlid: e.mlid, asked });
+            }
             return;
         }
         // An error: the kernel's membership is gone or never was; free the

@@ -262,7 +262,7 @@ impl State {
             return;
         }
         let key = q.key;
-        let mut report = |o: cm::Outcome| fabric_note(o, v.lid);
+        let mut report = fabric_note;
         let Ok(stale) = self.fabric.forget_stale(key, q.qpn) else { return no_memory() };
         for (_, _, h) in stale {
             let _ = self.chan.leave(&mut self.fabric, h, &mut report);
@@ -280,15 +280,17 @@ impl State {
         }
         let Some(ctx) = &v.ctx else { return };
         let Some(t) = fabric_target(ctx, q.key.handle, &mgid, all_ports) else { return };
-        let (ifindex, bind, group) = match t {
+        let (ifindex, bind, group, qkey) = match t {
             Ok(t) => t,
             Err(port) => return crate::trace::no_ipoib(ctx, port, &mgid),
         };
+        let asked = cm::Asked { lid: v.lid, qkey };
         let Ok(to_join) = self.fabric.attach(key, q.qpn, &mgid, &[ifindex]) else { return no_memory() };
         for i in to_join {
-            match self.chan.join(&mut self.fabric, i, &bind, &group, &mgid, &mut report) {
+            let want = cm::Want { ifindex: i, bind, group, mgid, asked };
+            match self.chan.join(&mut self.fabric, &want, &mut report) {
                 Ok(h) => self.fabric.joined(i, &mgid, h),
-                Err((step, e)) => fabric_note(cm::Outcome::Failed { ifindex: i, mgid, step, errno: e }, v.lid),
+                Err((step, e)) => fabric_note(cm::Outcome::Failed { ifindex: i, mgid, step, errno: e }),
             }
         }
     }
@@ -350,39 +352,47 @@ fn no_memory() {
 /// bind on RoCE, cma.c `cma_validate_port`, and joins IPv6 groups there
 /// with ENOTSUPP, 524: those keep the socket join). None when there is
 /// nothing to join; Err(port) when an InfiniBand port has no IPoIB
-/// address (the `no-ipoib` hint).
-fn fabric_target(ctx: &Context, handle: u32, mgid: &Mgid, all_ports: bool) -> Option<Result<(u32, cm::Addr, cm::Addr), u32>> {
+/// address (the `no-ipoib` hint). With the QP's Q_Key, from the same
+/// QUERY_QP.
+type Target = (u32, cm::Addr, cm::Addr, Option<u32>);
+fn fabric_target(ctx: &Context, handle: u32, mgid: &Mgid, all_ports: bool) -> Option<Result<Target, u32>> {
     let dev = ctx.dev.as_ref()?;
-    let port = crate::port::qp_port(ctx.key, handle, dev)?;
+    let facts = crate::port::qp_facts(ctx.key, handle, dev);
+    let (port, qkey) = (facts.port?, facts.qkey);
     if crate::port::is_ethernet(dev, port) {
         let group = mgid.v4_group()?;
         if !all_ports {
             return None;
         }
         let found = crate::port::netdevs(ctx.key, dev, port).into_iter().find_map(|i| Some((i, cm::ipv4_of(i)?)));
-        return found.map(|(i, a)| Ok((i, cm::Addr::V4(a), cm::Addr::V4(group.octets()))));
+        return found.map(|(i, a)| Ok((i, cm::Addr::V4(a), cm::Addr::V4(group.octets()), qkey)));
     }
     let Some(i) = crate::port::ipoib_netdev(dev, port, None) else { return Some(Err(port)) };
     let Some(a) = cm::ipv4_of(i) else { return Some(Err(port)) };
-    Some(Ok((i, cm::Addr::V4(a), cm::Addr::Ib(0, mgid.0))))
+    Some(Ok((i, cm::Addr::V4(a), cm::Addr::Ib(0, mgid.0), qkey)))
 }
 
-/// A trace line (and a hint) for one outcome of the fabric join; `lid`:
-/// the LID the attach was given (an InfiniBand MLID the SA chose otherwise
-/// is a `mlid-mismatch` hint).
-fn fabric_note(o: cm::Outcome, lid: u16) {
+/// A trace line (and a hint) for one outcome of the fabric join: an
+/// InfiniBand MLID the SA chose other than the attach's LID is a
+/// `mlid-mismatch` hint, a group Q_Key other than the QP's a
+/// `qkey-mismatch` one (rdma_cm senders use the group's: mckey.c takes
+/// `remote_qkey` from the join event).
+fn fabric_note(o: cm::Outcome) {
     if !crate::trace::registry_on() {
         return;
     }
     match o {
-        cm::Outcome::Joined { ifindex, mgid, qkey, mlid } => {
+        cm::Outcome::Joined { ifindex, mgid, qkey, mlid, asked } => {
             let name = crate::port::name_here(ifindex);
             crate::trace::note(format_args!(
                 "fabricjoin joined netdev={} ifindex={ifindex} {mgid} mlid={mlid:#06x} qkey={qkey:#010x}",
                 name.as_deref().unwrap_or("?")
             ));
-            if mlid != 0 && mlid != lid {
-                crate::trace::mlid_mismatch(&mgid, lid, mlid);
+            if mlid != 0 && mlid != asked.lid {
+                crate::trace::mlid_mismatch(&mgid, asked.lid, mlid);
+            }
+            if let Some(own) = asked.qkey.filter(|&q| q != qkey) {
+                crate::trace::qkey_mismatch(&mgid, own, qkey);
             }
         }
         cm::Outcome::Failed { ifindex, mgid, step, errno } => {

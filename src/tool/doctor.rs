@@ -42,6 +42,8 @@ pub struct Verdict {
     pub dev: String,
     pub port: u8,
     pub netdev: Option<String>,
+    /// The port's `qkey_viol_cntr`, when the device counts (BAD_QKEY_CNTR).
+    pub qkey_viol: Option<u32>,
     pub checks: Vec<Check>,
 }
 
@@ -195,7 +197,30 @@ pub fn port_verdict(d: &Device, limits: &ffi::DeviceLimits, p: &Port, group: Gro
         check("limits", Status::Fail, format!("{lim}: the device has no multicast"), vec![])
     });
 
-    Verdict { dev: d.name.clone(), port: p.port, netdev, checks }
+    // Q_Key violations: datagrams dropped because the receiving QP's Q_Key
+    // differs from the one the sender put in (rxe_recv.c check_keys →
+    // set_qkey_viol_cntr); per port, not per QP, and not per group.
+    let n = p.info.qkey_viol_cntr;
+    let qkey_viol = limits.bad_qkey_cntr.then_some(n);
+    checks.push(if !limits.bad_qkey_cntr {
+        check("qkey", Status::Ok, format!("the device does not count Q_Key violations (no IBV_DEVICE_BAD_QKEY_CNTR; qkey_viol_cntr {n})"), vec![])
+    } else if n == 0 {
+        check("qkey", Status::Ok, "qkey_viol_cntr 0: no datagram dropped for its Q_Key on this port".into(), vec![])
+    } else {
+        check(
+            "qkey",
+            Status::Warn,
+            format!(
+                "qkey_viol_cntr {n}{}: datagrams reached this port with a Q_Key other than the receiving QP's and were dropped \
+                 (per port, since the counter was last reset). Senders' wr.ud.remote_qkey must be the member QP's Q_Key: \
+                 0x01234567 rdma_cm, 0x11111111 perftest, 0xb1b IPoIB broadcast groups",
+                if n >= 0xffff { " (its cap: at least that many)" } else { "" }
+            ),
+            vec!["RSVERBS_TRACE=hints PROGRAM: hint[qkey-violations] names the receiving QP and its Q_Key".into()],
+        )
+    });
+
+    Verdict { dev: d.name.clone(), port: p.port, netdev, qkey_viol, checks }
 }
 
 fn ifindex_of(name: &str) -> u32 {
@@ -266,6 +291,7 @@ fn to_json(verdicts: &[Verdict], group: Group, ready: bool) -> Json {
                 ("device", Json::str(v.dev.clone())),
                 ("port", Json::Num(i64::from(v.port))),
                 ("netdev", Json::opt(v.netdev.clone())),
+                ("qkey_viol_cntr", v.qkey_viol.map_or(Json::Null, |n| Json::Num(i64::from(n)))),
                 ("ready", Json::Bool(v.ready())),
                 ("checks", Json::Arr(checks)),
             ])

@@ -24,10 +24,15 @@ const OFF_MAX_MCAST_GRP: usize = 188;
 const OFF_MAX_MCAST_QP_ATTACH: usize = 192;
 const OFF_MAX_TOTAL_MCAST_QP_ATTACH: usize = 196;
 const OFF_PHYS_PORT_CNT: usize = 227;
+const OFF_DEVICE_CAP_FLAGS: usize = 116;
+/// `IBV_DEVICE_BAD_QKEY_CNTR` (verbs.h `enum ibv_device_cap_flags`): the
+/// device counts Q_Key violations in `qkey_viol_cntr`.
+const DEVICE_BAD_QKEY_CNTR: u32 = 1 << 2;
 /// `struct ibv_port_attr` offsets (verbs.h).
 const PORT_ATTR_BUF: usize = 128;
 const OFF_STATE: usize = 0;
 const OFF_GID_TBL_LEN: usize = 12;
+const OFF_QKEY_VIOL_CNTR: usize = 28;
 const OFF_LINK_LAYER: usize = 46;
 
 /// `enum ibv_port_state`.
@@ -45,6 +50,8 @@ pub struct DeviceLimits {
     pub max_mcast_qp_attach: i32,
     pub max_total_mcast_qp_attach: i32,
     pub phys_port_cnt: u8,
+    /// `IBV_DEVICE_BAD_QKEY_CNTR` is set (rxe: rxe_param.h).
+    pub bad_qkey_cntr: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -52,6 +59,10 @@ pub struct PortInfo {
     pub state: u32,
     pub gid_tbl_len: i32,
     pub link_layer: u8,
+    /// Datagrams the port dropped for a Q_Key other than the receiving
+    /// QP's (rxe_recv.c `check_keys`), since the last reset; 16 bits in
+    /// the IBA, saturating (rxe: 0xffff).
+    pub qkey_viol_cntr: u32,
 }
 
 /// `enum ibv_port_state` names (verbs.c `ibv_port_state_str`).
@@ -85,6 +96,7 @@ impl Device {
             max_mcast_qp_attach: i32_at(&b, OFF_MAX_MCAST_QP_ATTACH),
             max_total_mcast_qp_attach: i32_at(&b, OFF_MAX_TOTAL_MCAST_QP_ATTACH),
             phys_port_cnt: b[OFF_PHYS_PORT_CNT],
+            bad_qkey_cntr: i32_at(&b, OFF_DEVICE_CAP_FLAGS) as u32 & DEVICE_BAD_QKEY_CNTR != 0,
         })
     }
 
@@ -94,7 +106,7 @@ impl Device {
         if unsafe { ibv_query_port(self.ctx, port, b.as_mut_ptr().cast()) } != 0 {
             return None;
         }
-        Some(PortInfo { state: i32_at(&b, OFF_STATE) as u32, gid_tbl_len: i32_at(&b, OFF_GID_TBL_LEN), link_layer: b[OFF_LINK_LAYER] })
+        Some(PortInfo { state: i32_at(&b, OFF_STATE) as u32, gid_tbl_len: i32_at(&b, OFF_GID_TBL_LEN), link_layer: b[OFF_LINK_LAYER], qkey_viol_cntr: i32_at(&b, OFF_QKEY_VIOL_CNTR) as u32 })
     }
 }
 

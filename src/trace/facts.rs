@@ -6,7 +6,7 @@
 //! and restores `errno`.
 #![forbid(unsafe_code)]
 
-pub use crate::port::{gid_netdev, is_ethernet, port_netdev, qp_port};
+pub use crate::port::{QpFacts, gid_netdev, is_ethernet, port_netdev, qp_facts};
 use crate::uverbs::write::{CMD_QUERY_DEVICE, QueryDeviceReq, QueryDeviceResp};
 use crate::uverbs::{self, route::Key};
 use core::fmt::Write;
@@ -23,6 +23,29 @@ pub fn mcast_limits(key: Key) -> Option<(u32, u32, u32)> {
     // `max_mcast_grp`, `max_mcast_qp_attach`, `max_total_mcast_qp_attach`:
     // the u32 at 132, 136 and 140 of `struct ib_uverbs_query_device_resp`.
     Some((resp.u32_at(132), resp.u32_at(136), resp.u32_at(140)))
+}
+
+/// The port's `qkey_viol_cntr` (QUERY_PORT, as rdma-core's
+/// `ibv_query_port` asks it): the datagrams the port dropped for a Q_Key
+/// other than the receiving QP's (rxe_recv.c `check_keys` →
+/// `set_qkey_viol_cntr`).
+pub fn qkey_viol(key: Key, port: u32) -> Option<u32> {
+    if key.fd < 0 {
+        return None;
+    }
+    crate::sysfs::query_port(key, port).ok().map(|r| r.qkey_viol_cntr())
+}
+
+/// [`qkey_viol`] at exit, through the fd the context had at the attach:
+/// only when the context's route is still known and the fd is still a
+/// uverbs device (a program may have closed the context, and the number
+/// may name another file since).
+pub fn qkey_viol_at_exit(ctx: usize, fd: i32, port: u32) -> Option<u32> {
+    let key = Key { ctx, fd };
+    if fd < 0 || crate::uverbs::route::peek(key).is_none() || !crate::uverbs::route::is_uverbs_chardev(fd) {
+        return None;
+    }
+    qkey_viol(key, port)
 }
 
 /// Whether `netdev` has joined the group of `mgid` at IP level: for a

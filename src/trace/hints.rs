@@ -7,7 +7,7 @@ use super::facts;
 use super::format::{Line, Res};
 use crate::abi::qp_type;
 use crate::mgid::Mgid;
-use crate::registry;
+use crate::registry::{self, Watch};
 use crate::uverbs::route::Key;
 use crate::view::{Device, QpKey};
 use alloc::vec::Vec;
@@ -15,7 +15,7 @@ use core::fmt::Write;
 use core::net::Ipv6Addr;
 
 /// `IBV_QPT_UD` (verbs.h).
-const IBV_QPT_UD: i32 = 4;
+pub const IBV_QPT_UD: i32 = 4;
 
 /// One traced attach or detach, with what the trace already knows.
 pub struct Call<'a> {
@@ -261,6 +261,24 @@ pub fn no_ipoib(pid: u32, dev: &str, port: u32, mgid: &Mgid) {
     });
 }
 
+/// The fabric join's event gave the group a Q_Key other than the QP's.
+pub fn qkey_mismatch(pid: u32, mgid: &Mgid, own: u32, group: u32) {
+    hint(pid, "qkey-mismatch", |l| {
+        let _ = write!(
+            l,
+            "{mgid}: the group's Q_Key is {group:#x} (the fabric join's answer; on InfiniBand the SA's record), but \
+             the attached QP's is {own:#x}: a sender that takes the group's Q_Key (librdmacm's do, from the join \
+             event) reaches the port and is dropped there (rxe_recv.c check_keys; counted in qkey_viol_cntr). \
+             Give the QP the group's Q_Key (ibv_modify_qp IBV_QP_QKEY) or the senders the QP's."
+        );
+        for (q, whose) in [(own, "The QP's"), (group, "The group's")] {
+            if let Some(o) = qkey_owner(q) {
+                let _ = write!(l, " {whose} {q:#x} is {o}.");
+            }
+        }
+    });
+}
+
 /// The SA gave the group another MLID than the attach's LID.
 pub fn mlid_mismatch(pid: u32, mgid: &Mgid, lid: u16, mlid: u16) {
     hint(pid, "mlid-mismatch", |l| {
@@ -273,8 +291,79 @@ pub fn mlid_mismatch(pid: u32, mgid: &Mgid, lid: u16, mlid: u16) {
     });
 }
 
-/// At exit: every QP this process attached and did not detach.
+/// How far the port's `qkey_viol_cntr` rose from `then` (after the attach)
+/// to `now`: (count, whether it is a lower bound). The counter is 16 bits
+/// wide in the IBA (PortInfo:Q_KeyViolations) and saturates there: rxe
+/// stops at 0xffff (rxe_recv.c `set_qkey_viol_cntr`); uverbs carries it
+/// as a u32. So: a counter at its cap now counts "at least"; one already
+/// at its cap at the attach cannot show new drops (None); one that went
+/// down was reset meanwhile (`ibv_modify_port` IB_PORT_RESET_QKEY_CNTR,
+/// rxe_verbs.c `rxe_modify_port`), and `now` drops came at least since.
+pub fn viol_rise(then: u32, now: u32) -> Option<(u32, bool)> {
+    let capped = |v: u32| v == 0xffff || v == u32::MAX;
+    match now.cmp(&then) {
+        core::cmp::Ordering::Greater => Some((now - then, capped(now))),
+        core::cmp::Ordering::Equal => None,
+        core::cmp::Ordering::Less => (now > 0).then_some((now, true)),
+    }
+}
+
+/// Who uses a Q_Key by default, for the well-known ones.
+pub fn qkey_owner(qkey: u32) -> Option<&'static str> {
+    match qkey {
+        0x0123_4567 => Some("rdma_cm's (RDMA_UDP_QKEY, librdmacm rdma_cma.h)"),
+        0x1111_1111 => Some("perftest's (DEF_QKEY)"),
+        0x0b1b => Some("that of IPoIB broadcast groups (OpenSM OSM_IPOIB_BROADCAST_MGRP_QKEY)"),
+        _ => None,
+    }
+}
+
+/// `qkey-violations`: the port's counter rose from `w.viol` to `now` while
+/// QP `qpn` had `mgid` attached (until its detach, or until exit).
+pub fn qkey_violations(pid: u32, dev: &str, qpn: u32, mgid: &Mgid, w: Watch, now: u32, at_exit: bool) {
+    let Some((n, at_least)) = viol_rise(w.viol, now) else { return };
+    hint(pid, "qkey-violations", |l| {
+        let _ = write!(
+            l,
+            "{}{n} datagram(s) reached port {} of {dev} with a Q_Key other than this QP's {:#x} while QP {qpn:#x} had \
+             {} attached{} (qkey_viol_cntr {} -> {now}{}); the port dropped them silently (a UD datagram is taken only \
+             with the receiving QP's Q_Key: rxe_recv.c check_keys). The counter is per port, not per QP: any QP on \
+             this port may be the one that refused them. Give the senders this QP's Q_Key (wr.ud.remote_qkey) or \
+             this QP theirs (ibv_modify_qp IBV_QP_QKEY). Well-known Q_Keys: 0x01234567 rdma_cm (RDMA_UDP_QKEY, \
+             librdmacm rdma_cma.h), 0x11111111 perftest (DEF_QKEY), 0xb1b IPoIB broadcast groups (OpenSM \
+             OSM_IPOIB_BROADCAST_MGRP_QKEY); ",
+            if at_least { "at least " } else { "" },
+            w.port,
+            w.qkey,
+            mgid.group(),
+            if at_exit { " until exit" } else { " until its detach" },
+            w.viol,
+            if now < w.viol { ", reset meanwhile" } else if at_least { ", saturated" } else { "" },
+        );
+        match qkey_owner(w.qkey) {
+            Some(o) => {
+                let _ = write!(l, "this QP's {:#x} is {o}.", w.qkey);
+            }
+            None => {
+                let _ = write!(l, "this QP's {:#x} is none of them.", w.qkey);
+            }
+        }
+    });
+}
+
+/// At exit: `qkey-violations` for every group still attached whose
+/// counter rose, then `still-attached` for every QP this process attached
+/// and did not detach.
 pub fn at_exit(pid: u32) {
+    registry::each(|a| {
+        if a.pid != pid {
+            return;
+        }
+        let Some(w) = a.watch else { return };
+        if let Some(now) = facts::qkey_viol_at_exit(a.qp.ctx, w.fd, u32::from(w.port)) {
+            qkey_violations(pid, a.dev_name(), a.qpn, &Mgid(a.gid), w, now, true);
+        }
+    });
     // (QP, QPN, device, its groups)
     type Groups = Vec<([u8; 16], u16)>;
     let mut qps: Vec<(QpKey, u32, [u8; 16], Groups)> = Vec::new();
@@ -317,7 +406,26 @@ pub fn at_exit(pid: u32) {
 
 #[cfg(test)]
 mod tests {
-    use super::lid_mismatch;
+    use super::{lid_mismatch, qkey_owner, viol_rise};
+
+    #[test]
+    fn qkey_counter_rise_wrap_and_saturation() {
+        assert_eq!(viol_rise(3, 11), Some((8, false)));
+        assert_eq!(viol_rise(5, 5), None, "no drop");
+        assert_eq!(viol_rise(0xfff0, 0xffff), Some((15, true)), "capped now: at least");
+        assert_eq!(viol_rise(0xffff, 0xffff), None, "capped at the attach: cannot tell");
+        assert_eq!(viol_rise(40, 7), Some((7, true)), "reset meanwhile: at least since");
+        assert_eq!(viol_rise(40, 0), None);
+        assert_eq!(viol_rise(0, u32::MAX), Some((u32::MAX, true)));
+    }
+
+    #[test]
+    fn well_known_qkeys() {
+        assert!(qkey_owner(0x0123_4567).is_some_and(|o| o.starts_with("rdma_cm")));
+        assert!(qkey_owner(0x1111_1111).is_some_and(|o| o.starts_with("perftest")));
+        assert!(qkey_owner(0xb1b).is_some_and(|o| o.contains("IPoIB")));
+        assert_eq!(qkey_owner(0x11), None);
+    }
 
     #[test]
     fn lid_mismatch_cases() {

@@ -20,7 +20,7 @@ use crate::abi::{gid_type, qp_type};
 use crate::env::{FIRST_STATE, Switch};
 use crate::error::ErrnoGuard;
 use crate::os;
-use crate::registry::{self, Attachment};
+use crate::registry::{self, Attachment, Watch};
 use crate::uverbs::route;
 use crate::view::{GidView, McastView, QpKey, QueryView, TableView};
 use core::ffi::c_int;
@@ -92,6 +92,14 @@ pub fn mlid_mismatch(mgid: &crate::mgid::Mgid, lid: u16, mlid: u16) {
     }
 }
 
+/// A `hint[qkey-mismatch]` line: the fabric join says the group's Q_Key
+/// is `group`, the QP's is `own`.
+pub fn qkey_mismatch(mgid: &crate::mgid::Mgid, own: u32, group: u32) {
+    if mode() == HINTS {
+        hints::qkey_mismatch(os::pid(), mgid, own, group);
+    }
+}
+
 /// The mode; the first call reads `RSVERBS_TRACE` and opens the sink. A
 /// thread that comes while another reads it, and waits too long, goes
 /// untraced.
@@ -160,6 +168,7 @@ pub fn after_mcast(v: &McastView, rc: c_int, us: u64, ipjoin: bool) {
     let _ = l.write_str(if attach { "ibv_attach_mcast " } else { "ibv_detach_mcast " });
     let dev = v.ctx.and_then(|c| c.dev);
     let mut port = None;
+    let mut qkey = None;
     match (v.qp, v.ctx) {
         (None, _) => {
             let _ = l.write_str("qp=NULL");
@@ -170,10 +179,14 @@ pub fn after_mcast(v: &McastView, rc: c_int, us: u64, ipjoin: bool) {
         (Some(q), Some(ctx)) => {
             // Only for a context whose route is known: the trace never
             // makes rsverbs discover a route the call itself did not.
-            port = match &dev {
-                Some(d) if route::peek(ctx.key).is_some() => facts::qp_port(ctx.key, q.key.handle, d),
-                _ => None,
+            // One QUERY_QP gives the port and the Q_Key (src/port.rs).
+            let f = match &dev {
+                Some(d) if route::peek(ctx.key).is_some() => facts::qp_facts(ctx.key, q.key.handle, d),
+                _ => facts::QpFacts::default(),
             };
+            port = f.port;
+            // A Q_Key means something only to a UD QP (IBA 9.6.1.1).
+            qkey = f.qkey.filter(|_| q.qp_type == hints::IBV_QPT_UD);
             let _ = write!(l, "dev={}", dev.as_ref().map_or("?", |d| d.name()));
             match port {
                 Some(p) => {
@@ -184,6 +197,9 @@ pub fn after_mcast(v: &McastView, rc: c_int, us: u64, ipjoin: bool) {
                 }
             }
             let _ = write!(l, " qpn={:#x} qp_type={}", q.qpn, qp_type(q.qp_type));
+            if let Some(k) = qkey {
+                let _ = write!(l, " qkey={k:#x}");
+            }
         }
     }
     match v.mgid {
@@ -200,15 +216,34 @@ pub fn after_mcast(v: &McastView, rc: c_int, us: u64, ipjoin: bool) {
     let (Some(q), Some(ctx), Some(d), Some(g)) = (v.qp, v.ctx, dev, v.mgid) else { return };
     registry::forget_stale(q.key, q.qpn);
     let before = registry::lids(q.key, &g.0);
+    // qkey-violations: the port's counter after the attach, kept with the
+    // attachment; sampled again after its detach (one QUERY_PORT each, in
+    // hints mode only; a duplicate attach keeps the first sample).
+    let mut ended = None;
     if rc == 0 {
         if attach {
             let mut name = [0u8; 16];
             for (n, c) in name.iter_mut().zip(d.name().bytes()) {
                 *n = c;
             }
-            registry::insert(&Attachment { qp: q.key, pid, qpn: q.qpn, gid: g.0, lid: v.lid, dev: name });
+            let watch = match (port, qkey) {
+                (Some(p), Some(qkey)) if m == HINTS && p <= 0xff && !before.contains(&v.lid) => {
+                    facts::qkey_viol(ctx.key, p).map(|viol| Watch { port: p as u8, qkey, viol, fd: ctx.key.fd })
+                }
+                _ => None,
+            };
+            registry::insert(&Attachment { qp: q.key, pid, qpn: q.qpn, gid: g.0, lid: v.lid, dev: name, watch });
         } else {
+            let mut watch = None;
+            if m == HINTS {
+                registry::each(|a| {
+                    if a.qp == q.key && a.gid == g.0 && a.lid == v.lid && watch.is_none() {
+                        watch = a.watch;
+                    }
+                });
+            }
             registry::remove(q.key, &g.0, v.lid);
+            ended = watch.and_then(|w| facts::qkey_viol(ctx.key, u32::from(w.port)).map(|now| (w, now)));
         }
     }
     if m == HINTS {
@@ -227,6 +262,9 @@ pub fn after_mcast(v: &McastView, rc: c_int, us: u64, ipjoin: bool) {
             ipjoin,
         };
         hints::after_mcast(&call, &before);
+        if let Some((w, now)) = ended {
+            hints::qkey_violations(pid, d.name(), q.qpn, &g, w, now, false);
+        }
     }
 }
 

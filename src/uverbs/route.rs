@@ -230,7 +230,7 @@ fn fast_fd(fd: c_int) -> u16 {
 
 /// Whether `fd` is a uverbs character device: `/sys/dev/char/M:N/subsystem`
 /// links to `.../infiniband_verbs` (kernel uverbs_main.c class "infiniband_verbs").
-fn is_uverbs_chardev(fd: c_int) -> bool {
+pub fn is_uverbs_chardev(fd: c_int) -> bool {
     // SAFETY: an all-zero stat is valid; fstat fills it or fails.
     let mut st: libc::stat = unsafe { core::mem::zeroed() };
     // SAFETY: st is a valid out-pointer.

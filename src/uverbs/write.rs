@@ -71,8 +71,8 @@ pub struct QueryPortReq {
     pub reserved: [u8; 7],
 }
 
-/// `struct ib_uverbs_query_port_resp` (40 bytes); `gid_tbl_len` and
-/// `link_layer` are read.
+/// `struct ib_uverbs_query_port_resp` (40 bytes); `qkey_viol_cntr`,
+/// `gid_tbl_len` and `link_layer` are read.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueryPortResp {
@@ -88,7 +88,18 @@ impl QueryPortResp {
     }
     /// `gid_tbl_len`, the u32 at byte 16.
     pub fn gid_tbl_len(&self) -> u32 {
-        let b = &self.bytes[16..20];
+        self.u32_at(16)
+    }
+    /// `qkey_viol_cntr`, the u32 at byte 12 (after `port_cap_flags`,
+    /// `max_msg_sz`, `bad_pkey_cntr`); the kernel copies it from
+    /// `ib_port_attr` (uverbs_cmd.c `ib_uverbs_query_port` →
+    /// `copy_port_attr_to_resp`).
+    pub const QKEY_VIOL_CNTR: usize = 12;
+    pub fn qkey_viol_cntr(&self) -> u32 {
+        self.u32_at(Self::QKEY_VIOL_CNTR)
+    }
+    fn u32_at(&self, at: usize) -> u32 {
+        let b = &self.bytes[at..at + 4];
         u32::from_ne_bytes([b[0], b[1], b[2], b[3]])
     }
 }
@@ -187,5 +198,22 @@ mod tests {
         assert_eq!(&b[0..8], &host(&[2, 0, 0, 0, 6, 0, 10, 0], &[4, 2, 2])[..]);
         assert_eq!(&b[8..16], &0xdead_beef_0000u64.to_ne_bytes());
         assert_eq!(&b[16..24], &[1, 0, 0, 0, 0, 0, 0, 0]);
+    }
+
+    /// A response as the kernel writes it, in host order: port_cap_flags
+    /// 0x04010000, max_msg_sz 0x80000000, bad_pkey_cntr 0, qkey_viol_cntr
+    /// 0x1234, gid_tbl_len 1024, pkey_tbl_len 64, ...
+    #[test]
+    fn query_port_resp_fields() {
+        let mut le = vec![0x00, 0x00, 0x01, 0x04, 0x00, 0x00, 0x00, 0x80, 0, 0, 0, 0, 0x34, 0x12, 0, 0, 0x00, 0x04, 0, 0, 0x40, 0];
+        le.resize(40, 0);
+        le[37] = 2;
+        let mut widths = vec![4, 4, 4, 4, 4, 2];
+        widths.extend([1; 18]);
+        let mut resp = QueryPortResp { bytes: [0; 40] };
+        resp.bytes.copy_from_slice(&host(&le, &widths));
+        assert_eq!(resp.qkey_viol_cntr(), 0x1234);
+        assert_eq!(resp.gid_tbl_len(), 1024);
+        assert_eq!(resp.link_layer(), 2);
     }
 }
