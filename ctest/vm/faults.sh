@@ -6,6 +6,9 @@
 #   plain     rsverbs preloaded
 #   features  rsverbs preloaded with RSVERBS_MCAST_IPJOIN=1 and
 #             RSVERBS_TRACE=hints:FILE (their sockets, setsockopt, the sink)
+#   fabric    rsverbs preloaded with RSVERBS_MCAST_FABRICJOIN=roce and the
+#             trace (the rdma_cm fd: its open, fcntl and fstat, every
+#             command's write, the join's bounded ppoll; docs/fabric-join.md)
 # Every injected run must survive: no crash, the verb's answer well formed,
 # no fd leaked, the program's own socket and membership untouched. And the
 # verb's kernel command failed with E in the warm state gives the same
@@ -31,6 +34,7 @@ one() { # one LABEL ENV...: a run, one result per injected fault
 }
 one plain FAULTS_LIB=rsverbs LD_PRELOAD="$RSVERBS_LIB"
 one features FAULTS_LIB=rsverbs LD_PRELOAD="$RSVERBS_LIB" RSVERBS_MCAST_IPJOIN=1 RSVERBS_TRACE="hints:$W/trace"
+one fabric FAULTS_LIB=rsverbs LD_PRELOAD="$RSVERBS_LIB" RSVERBS_MCAST_FABRICJOIN=roce RSVERBS_TRACE="hints:$W/trace.fabric"
 
 timeout "$TMO" env FAULTS_LIB=rdma-core "$P" --command rxe1 dummy0 > "$W/ref.out" 2> "$W/ref.err"
 grep '^command ' "$W/ref.out" > "$W/ref.command"

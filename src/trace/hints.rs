@@ -215,10 +215,11 @@ pub fn ip_join_failed(pid: u32, netdev: &str, mgid: &Mgid, e: i32) {
 /// failed with `e`, or ended later (`lost`: an error event, e.g.
 /// ENETRESET after the SM re-registered the port).
 pub fn fabric_join_failed(pid: u32, netdev: &str, mgid: &Mgid, step: &str, e: i32, lost: bool) {
+    let g = mgid.group();
     hint(pid, "fabric-join-failed", |l| {
         let _ = write!(
             l,
-            "RSVERBS_MCAST_FABRICJOIN {} {mgid} through {netdev}: {} at {step}",
+            "RSVERBS_MCAST_FABRICJOIN {} {g} through {netdev}: {} at {step}",
             if lost { "lost the membership of" } else { "could not join" },
             Res(e)
         );
@@ -249,10 +250,11 @@ pub fn fabric_join_failed(pid: u32, netdev: &str, mgid: &Mgid, step: &str, e: i3
 /// An attach on InfiniBand with the fabric join on, and no IPoIB address
 /// to bind its rdma_cm ID to.
 pub fn no_ipoib(pid: u32, dev: &str, port: u32, mgid: &Mgid) {
+    let g = mgid.group();
     hint(pid, "no-ipoib", |l| {
         let _ = write!(
             l,
-            "RSVERBS_MCAST_FABRICJOIN cannot join {mgid} from {dev} port {port}: the port has no IPoIB netdev with an IPv4 \
+            "RSVERBS_MCAST_FABRICJOIN cannot join {g} from {dev} port {port}: the port has no IPoIB netdev with an IPv4 \
              address, and the kernel's rdma_cm joins only from one (cma.c cma_join_ib_multicast takes the IPoIB broadcast \
              group as its template). Bring IPoIB up with an address on the port, or join with the SA yourself \
              (librdmacm rdma_join_multicast, perftest's umad join as root). Without a join the switches do not route \
@@ -263,10 +265,11 @@ pub fn no_ipoib(pid: u32, dev: &str, port: u32, mgid: &Mgid) {
 
 /// The fabric join's event gave the group a Q_Key other than the QP's.
 pub fn qkey_mismatch(pid: u32, mgid: &Mgid, own: u32, group: u32) {
+    let g = mgid.group();
     hint(pid, "qkey-mismatch", |l| {
         let _ = write!(
             l,
-            "{mgid}: the group's Q_Key is {group:#x} (the fabric join's answer; on InfiniBand the SA's record), but \
+            "{g}: the group's Q_Key is {group:#x} (the fabric join's answer; on InfiniBand the SA's record), but \
              the attached QP's is {own:#x}: a sender that takes the group's Q_Key (librdmacm's do, from the join \
              event) reaches the port and is dropped there (rxe_recv.c check_keys; counted in qkey_viol_cntr). \
              Give the QP the group's Q_Key (ibv_modify_qp IBV_QP_QKEY) or the senders the QP's."
@@ -281,10 +284,11 @@ pub fn qkey_mismatch(pid: u32, mgid: &Mgid, own: u32, group: u32) {
 
 /// The SA gave the group another MLID than the attach's LID.
 pub fn mlid_mismatch(pid: u32, mgid: &Mgid, lid: u16, mlid: u16) {
+    let g = mgid.group();
     hint(pid, "mlid-mismatch", |l| {
         let _ = write!(
             l,
-            "{mgid} was attached with LID {lid:#06x}, but the SA's MLID of the group is {mlid:#06x}: senders must address \
+            "{g} was attached with LID {lid:#06x}, but the SA's MLID of the group is {mlid:#06x}: senders must address \
              the group with the SA's MLID (the switches route by it), and attaching with it keeps the kernel's entry \
              matching (uverbs keeps one per MGID and LID)."
         );
