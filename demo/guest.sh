@@ -70,6 +70,41 @@ done
 ((rrc == 0 && src == 0)) || bad "mckey exit status: receiver $rrc, sender $src"
 ((probes)) && served mckey > "$W/mckey.served"
 
+# ---- 3. "I attached, and nothing arrives" ---------------------------------------
+# ctest/vm/trace.c's qkey scenario: a UD receiver (Q_Key 0x11111111)
+# attaches GROUP, a sender on the same device posts N datagrams and a
+# marker; the receiver counts what completes. Four runs, preloaded with
+# RSVERBS_TRACE=hints (docs/trace.md):
+#   a. the receiver only attaches (no IP-level join): nothing arrives, and
+#      hint[no-ip-join] says why;
+#   b. the same with RSVERBS_MCAST_IPJOIN=1: rsverbs joins, all arrive;
+#   c. the sender uses rdma_cm's Q_Key: the port drops them, and
+#      hint[qkey-violations] counts them;
+#   d. rsverbs doctor: the host's state for the group.
+QGROUP=239.7.7.9 QN=8
+story() { # LABEL SENDER_QKEY ENV...: one run; prints its completions and hints
+	local label=$1 qk=$2; shift 2
+	timeout -k 5 60 env "$@" RSVERBS_TRACE="hints:$W/$label.trace" LD_PRELOAD="$LIB" \
+		"$BIN/trace" qkey $DEV $QGROUP $QN "$qk" > "$W/$label.out" 2>&1
+	sed -n "s/^trace: qkey completions=\([0-9]*\).*/\1/p" "$W/$label.out" > "$W/$label.got"
+	echo "   $(cat "$W/$label.got") of $((QN + 1)) datagrams arrived"
+	grep -h 'hint\[' "$W/$label.trace" | sed 's/^/   /' | cut -c1-400
+}
+say "3a. a receiver that only attaches (no IP-level join), RSVERBS_TRACE=hints"
+story nojoin 0x11111111 TRACE_NOJOIN=1
+[ "$(cat "$W/nojoin.got")" = 0 ] || bad "3a: something arrived without a join"
+grep -q 'hint\[no-ip-join\]' "$W/nojoin.trace" || bad "3a: no hint[no-ip-join]"
+say "3b. the same receiver with RSVERBS_MCAST_IPJOIN=1: rsverbs makes the join"
+story ipjoin 0x11111111 TRACE_NOJOIN=1 RSVERBS_MCAST_IPJOIN=1
+grep -h '^rsverbs.*ipjoin join' "$W/ipjoin.trace" | sed 's/^/   /'
+[ "$(cat "$W/ipjoin.got")" = $((QN + 1)) ] || bad "3b: not every datagram arrived with the join"
+say "3c. joined, but the sender uses rdma_cm's Q_Key 0x01234567"
+story qkey 0x01234567 RSVERBS_MCAST_IPJOIN=1
+[ "$(cat "$W/qkey.got")" = 1 ] || bad "3c: more than the marker arrived"
+grep -q 'hint\[qkey-violations\]' "$W/qkey.trace" || bad "3c: no hint[qkey-violations]"
+say "3d. rsverbs doctor $QGROUP --dev $DEV (nobody holds the group now)"
+"$PWD/build/rsverbs" doctor $QGROUP --dev $DEV | sed 's/^/   /'
+
 # ---- the summary --------------------------------------------------------------
 field() { sed -n "s/^mcgroup: $1.*/\\1/p" "$W/mcgroup"; }
 {
@@ -90,6 +125,9 @@ field() { sed -n "s/^mcgroup: $1.*/\\1/p" "$W/mcgroup"; }
 	grep -h '^mckey: joined' "$W/recv" | sed 's/^/           receiver /'
 	((probes)) && cat "$W/mckey.served"
 	((probes)) || echo "           (uprobes unavailable: no per-call count)"
+	echo "nothing    a receiver that only attaches got $(cat "$W/nojoin.got") of $((QN + 1)) (hint[no-ip-join]);" \
+		"with RSVERBS_MCAST_IPJOIN=1 $(cat "$W/ipjoin.got"); with the sender on another Q_Key" \
+		"$(cat "$W/qkey.got") (hint[qkey-violations])"
 	((failed)) && echo "RESULT     FAILED (see above)" || echo "RESULT     OK: every call of the three verbs was served by librsverbs.so.1"
 } > /out/summary.txt
 rm -rf "$W"

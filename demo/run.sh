@@ -4,7 +4,11 @@
 # Linux 6.1 under qemu) and runs there, over rsverbs:
 #   - ctest/vm/mcgroup.c, our multicast example, relinked with
 #     `pkg-config --cflags --libs rsverbs`;
-#   - mckey (rdmacm-utils), unmodified, with LD_PRELOAD=librsverbs.so.1.
+#   - mckey (rdmacm-utils), unmodified, with LD_PRELOAD=librsverbs.so.1;
+#   - "I attached, and nothing arrives": a receiver that only attaches gets
+#     nothing and RSVERBS_TRACE=hints says why; RSVERBS_MCAST_IPJOIN=1 makes
+#     the join and everything arrives; a sender on another Q_Key is named
+#     by hint[qkey-violations]; rsverbs doctor shows the host's state.
 # Ends with a short summary: device, groups, datagrams sent and received,
 # and which library served each verb call. The guest side is demo/guest.sh.
 set -euo pipefail
@@ -26,7 +30,7 @@ make --no-print-directory all
 step 3/5 "build the example: ctest/build.sh (mcgroup: rdma-core only; mcgroup.rsv: pkg-config rsverbs)"
 ctest/build.sh
 
-step 4/5 "boot the test bed and run the example and mckey over rsverbs"
+step 4/5 "boot the test bed: the example, mckey, and why nothing arrives, over rsverbs"
 out=$(mktemp -d "${TMPDIR:-/tmp}/rsverbs-demo.XXXXXX")
 rc=0
 testbed/vm.sh run --timeout 600 --out "$out" -- demo/guest.sh || rc=$?

@@ -14,7 +14,8 @@
  *   trace exit DEV GROUP            attach, destroy (EBUSY), exit still attached
  *   trace walk DEV                  _ibv_query_gid_ex over the whole GID table
  *   trace attachments DEV           rsverbs_mcast_attachments (dlsym) after attaches
- *   trace qkey DEV GROUP N QKEY     a UD receiver (Q_Key 0x11111111, joined at IP level)
+ *   trace qkey DEV GROUP N QKEY     a UD receiver (Q_Key 0x11111111, joined at IP level
+ *                                   unless TRACE_NOJOIN=1)
  *                                   attaches IPv4 GROUP; a sender posts N datagrams to
  *                                   it with remote_qkey QKEY, then one marker with the
  *                                   receiver's; prints the completions and whether the
@@ -149,7 +150,10 @@ static void qkey_scenario(union ibv_gid *g, int n, uint32_t send_qkey)
 		if (!ibv_query_gid_ex(ctx, 1, i, &e, 0) && e.gid_type == IBV_GID_TYPE_ROCE_V2 && !memcmp(e.gid.raw, mapped, 12))
 			sgid = i, ifindex = e.ndev_ifindex;
 	}
-	if (sgid < 0 || ip_join_mgid(g->raw, ifindex) < 0) {
+	/* TRACE_NOJOIN=1: no IP-level join of our own (make demo's receiver
+	 * that only attaches; RSVERBS_MCAST_IPJOIN=1 makes the join then). */
+	int nojoin = getenv("TRACE_NOJOIN") && !strcmp(getenv("TRACE_NOJOIN"), "1");
+	if (sgid < 0 || (!nojoin && ip_join_mgid(g->raw, ifindex) < 0)) {
 		fprintf(stderr, "trace: no IPv4 RoCE v2 GID, or no IP-level join\n");
 		exit(2);
 	}
