@@ -69,6 +69,10 @@ impl<const N: usize> Text<N> {
     pub fn as_bytes(&self) -> &[u8] {
         &self.buf[..self.len]
     }
+    /// The text so far (`?` if a cut split a character).
+    pub fn as_str(&self) -> &str {
+        core::str::from_utf8(self.as_bytes()).unwrap_or("?")
+    }
     /// The text as a C string (a NUL appended): None when it does not fit,
     /// or holds a NUL already.
     pub fn cstr(&mut self) -> Option<&CStr> {

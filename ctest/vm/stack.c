@@ -180,6 +180,18 @@ static size_t touched(void (*f)(void))
 	size_t i = 0;
 	while (i < REGION && (unsigned char)lo[i] == PATTERN)
 		i++;
+	/* STACK_DUMP=NAME (a diagnosis, not a test): the words of NAME's
+	 * deepest stack that point into librsverbs.so.1, deepest first, as
+	 * offsets in the file (addr2line -f -e build/librsverbs.so.1). */
+	const char *dump = getenv("STACK_DUMP");
+	if (dump && f == run_op && !strcmp(dump, names[cur]))
+		for (size_t w = i & ~(size_t)7; w + 8 <= REGION; w += 8) {
+			void *a;
+			Dl_info info;
+			memcpy(&a, lo + w, sizeof(a));
+			if (dladdr(a, &info) && info.dli_fname && strstr(info.dli_fname, "librsverbs"))
+				printf("frame at -%zu: %#lx\n", REGION - w, (unsigned long)((char *)a - (char *)info.dli_fbase));
+		}
 	return REGION - i;
 }
 

@@ -6,8 +6,8 @@
 # page, its first call on a fresh context and its steady state, and prints
 # each figure); and every verb called from a signal handler on an 8 KiB
 # alternate stack whose lower end is a guard page answers as when called
-# normally, and as rdma-core alone does. Relinked and preloaded, plain and
-# with the features.
+# normally, and as rdma-core alone does. Relinked and preloaded, plain,
+# with both features, and with the trace alone (hints).
 set -uo pipefail
 source "$(dirname "$0")/../lib.sh"
 W=$(mktemp -d)
@@ -22,9 +22,12 @@ check "rdma-core alone: exits 0" test $? -eq 0
 
 for mode in relinked preload; do
   if [ $mode = relinked ]; then P=("$BIN/stack.rsv"); else P=(env LD_PRELOAD="$RSVERBS_LIB" "$BIN/stack"); fi
-  for feat in plain features; do
+  # hints: the trace alone, whose attach then writes hint[no-ip-join]
+  # (its /proc reads and its longest line) instead of the IP join's lines.
+  for feat in plain features hints; do
     E=(-u RSVERBS_TRACE -u RSVERBS_MCAST_IPJOIN)
     [ $feat = features ] && E=(RSVERBS_MCAST_IPJOIN=1 RSVERBS_TRACE="hints:$W/$mode.$feat.trace")
+    [ $feat = hints ] && E=(-u RSVERBS_MCAST_IPJOIN RSVERBS_TRACE="hints:$W/$mode.$feat.trace")
     l=$mode.$feat
     timeout 120 env "${E[@]}" "${P[@]}" "$DEV" measure "$BUDGET" > "$W/$l.measure" 2> "$W/$l.measure.err"
     rc=$?
@@ -34,7 +37,10 @@ for mode in relinked preload; do
     peak=$(awk '/first=/ { for (i = 3; i <= 4; i++) { split($i, a, "="); if (a[2] > m) { m = a[2]; w = $1 " " $2 } } } END { print m " (" w ")" }' "$W/$l.measure")
     check "$l: every export within $BUDGET bytes of stack (rc $rc, deepest $peak)" test "$rc" -eq 0
     if [ $feat = features ]; then
-      check "$l: the calls were traced, the file opened again" test "$(grep -c 'ibv_attach_mcast' "$W/$l.trace" 2>/dev/null)" -ge 2
+      check "$l: the calls were traced, the file opened again, the groups joined" \
+        test "$(grep -c 'ibv_attach_mcast' "$W/$l.trace" 2>/dev/null)" -ge 2 -a "$(grep -c 'ipjoin join' "$W/$l.trace" 2>/dev/null)" -ge 2
+    elif [ $feat = hints ]; then
+      check "$l: the calls were traced with their hints" grep -q 'hint\[no-ip-join\]' "$W/$l.trace"
     fi
     timeout 120 env "${E[@]}" "${P[@]}" "$DEV" normal > "$W/$l.normal" 2> "$W/$l.normal.err"
     check "$l: called normally, exits 0" test $? -eq 0

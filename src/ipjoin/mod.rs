@@ -212,7 +212,9 @@ impl State {
             if self.counts.has(key, &mgid) {
                 return; // a duplicate: one attachment in the kernel
             }
-            let ifindexes = v.ctx.map_or_else(Vec::new, |ctx| netdevs(&ctx, key.handle));
+            // Borrowed: a context (its device) is 340 bytes (docs/security.md,
+            // the stack budget).
+            let ifindexes = v.ctx.as_ref().map_or_else(Vec::new, |ctx| netdevs(ctx, key.handle));
             self.counts.forget_held(|s| !s.is_ours());
             let Ok(to_join) = self.counts.attach(key, q.qpn, &mgid, &ifindexes) else { return no_memory() };
             for i in to_join {
@@ -242,6 +244,9 @@ fn no_memory() {
 }
 
 /// The netdevs of the QP's port (QUERY_QP, then the port's GID table).
+/// Out of line: its lookups' buffers are not in the frame under the joins'
+/// trace lines (docs/security.md, the stack budget).
+#[inline(never)]
 fn netdevs(ctx: &Context, handle: u32) -> Vec<u32> {
     let Some(dev) = &ctx.dev else { return Vec::new() };
     match crate::port::qp_port(ctx.key, handle, dev) {
@@ -266,7 +271,9 @@ fn note(what: &str, ifindex: u32, mgid: &Mgid, rc: c_int) {
     }
     let name = crate::port::name_here(ifindex);
     let name = name.as_deref().unwrap_or("?");
-    crate::trace::note(format_args!("ipjoin {what} netdev={name} ifindex={ifindex} {} result={}", mgid, Res(rc)));
+    // The MGID written apart (docs/security.md, the stack budget).
+    let m = crate::trace::format::short::<128>(mgid);
+    crate::trace::note(format_args!("ipjoin {what} netdev={name} ifindex={ifindex} {} result={}", m.as_str(), Res(rc)));
     if rc != 0 && what == "join" {
         crate::trace::ip_join_failed(name, mgid, rc);
     }
