@@ -283,23 +283,7 @@ fn note(what: &str, ifindex: u32, mgid: &Mgid, rc: c_int) {
 mod tests {
     use super::*;
 
-    /// The calling thread's CPU time (microseconds) and its involuntary
-    /// context switches: a waiter that spins either burns its CPU (an idle
-    /// machine) or is preempted again and again (a loaded one;
-    /// `sched_yield` counts as involuntary, kernel/sched/core.c
-    /// `__schedule`); one asleep in the kernel does neither.
-    fn cpu_and_preemptions() -> (u64, u64) {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: ts is a valid out-pointer.
-        assert_eq!(unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) }, 0);
-        let status = std::fs::read_to_string("/proc/thread-self/status").expect("status");
-        let n = status
-            .lines()
-            .find_map(|l| l.strip_prefix("nonvoluntary_ctxt_switches:"))
-            .and_then(|v| v.trim().parse().ok())
-            .expect("nonvoluntary_ctxt_switches");
-        (ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000, n)
-    }
+    use crate::os::cpu_and_preemptions;
 
     /// One test, so that nothing else takes the process's one lock
     /// meanwhile: a waiter sleeps instead of spinning (docs/security.md, promise 8:

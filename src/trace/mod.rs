@@ -77,8 +77,8 @@ pub fn ip_join_failed(netdev: &str, mgid: &crate::mgid::Mgid, e: c_int) {
 }
 
 /// The mode; the first call reads `RSVERBS_TRACE` and opens the sink. A
-/// thread that comes while another reads it, and waits too long, goes
-/// untraced.
+/// thread that comes while another reads it sleeps until it is read; a
+/// signal handler on the reader's own thread goes untraced (env::Switch).
 fn mode() -> u8 {
     MODE.get(configure, OFF)
 }
