@@ -1,11 +1,12 @@
 //! What rsverbs took from `std`, made here over the C library: reading a
-//! file or a directory, the process id, the monotonic clock, a yield, and a
-//! cell written once; one place for each, so that librsverbs.so.1 can be
+//! file or a directory, the process id, the monotonic clock, and a cell
+//! written once; one place for each, so that librsverbs.so.1 can be
 //! built without `std` (docs/building.md). The calls are the ones `std`
 //! makes on Linux (library/std/src/sys: `File::open` and `read_to_end`
 //! retry EINTR, `read_dir` is `opendir`/`readdir`, `process::id` is
-//! `getpid`, `Instant` reads `CLOCK_MONOTONIC`, `thread::yield_now` is
-//! `sched_yield`). Callers keep `errno` as they did around `std`'s calls.
+//! `getpid`, `Instant` reads `CLOCK_MONOTONIC`). Nothing here yields or
+//! spins: a wait sleeps on a futex (`crate::sys`). Callers keep `errno`
+//! as they did around `std`'s calls.
 
 use crate::error::{Error, Result, errno, set_errno};
 use crate::sys;
