@@ -1,8 +1,9 @@
 //! What the opt-in features (the trace, the IP-level join) may know of one
 //! call's rdma-core objects: read once from their public fields by
 //! `hooks`, the one place past the C boundary that dereferences
-//! them for a feature. The features and `port` take these views
-//! and never touch an rdma-core pointer.
+//! them for a feature (a device's two strings are read in place, by
+//! [`Device`], while the call lasts). The features and `port` take these
+//! views and never touch an rdma-core pointer.
 
 use crate::abi::{c_field, ibv_context, ibv_device, ibv_qp};
 use crate::mgid::Mgid;
