@@ -31,14 +31,14 @@ cells="${amd64[$((n % ${#amd64[@]}))]} bookworm:bookworm:${arches[$((n % ${#arch
 # The traced suites, in two halves of about the same time (the slowest two
 # traced, stress and diffrand, in different ones): the first named here,
 # the second every other suite in ctest/vm/ that make check-traced runs
-# (ctest/guest_suite.sh leaves out faults, trace, zz_bench_smoke, select
-# and tool when traced), so that a new suite is traced too; each half
+# (ctest/guest_suite.sh leaves out faults, trace, zz_bench_smoke, select,
+# tool, nomem and stack when traced), so that a new suite is traced too; each half
 # with the smoke suite.
 first="00_smoke conform diffrand e2e hostile rust writepath"
 second=00_smoke
 for s in ctest/vm/*.sh; do
   s=$(basename "$s" .sh)
-  grep -qw "$s" <<<"$first faults trace zz_bench_smoke select tool nomem" || second="$second $s"
+  grep -qw "$s" <<<"$first faults trace zz_bench_smoke select tool nomem stack" || second="$second $s"
 done
 traced=("$first" "$second")
 fanout="2"

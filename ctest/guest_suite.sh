@@ -46,8 +46,9 @@ OPT_IN="faults"
 # verbs that select's programs make through rdma_cm and perftest are
 # compat's too. (The safe Rust API goes through the exports: rust runs.)
 # nomem sets its features itself, and its plain runs must have none (it
-# counts the library's allocations there: tracing would make some).
-[ -z "${RSVERBS_TRACE_ALL:-}" ] || OPT_IN="$OPT_IN trace zz_bench_smoke select tool nomem"
+# counts the library's allocations there: tracing would make some); so does
+# stack (its traced runs name their own trace file, its plain runs none).
+[ -z "${RSVERBS_TRACE_ALL:-}" ] || OPT_IN="$OPT_IN trace zz_bench_smoke select tool nomem stack"
 status=0
 for s in ctest/vm/*.sh; do
   if [ -n "${RSVERBS_SUITES:-}" ]; then

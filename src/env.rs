@@ -7,62 +7,75 @@ use crate::os::{self, Once};
 use crate::rdma_core::release::{self, Release};
 use core::ffi::{CStr, c_char};
 use core::fmt::Write;
-use core::sync::atomic::{AtomicU8, Ordering::Acquire, Ordering::Release as Rel};
+use core::sync::atomic::{AtomicU32, Ordering::Acquire, Ordering::Relaxed, Ordering::SeqCst};
 
 unsafe extern "C" {
     /// glibc 2.17 `secure_getenv`: NULL in setuid/setgid (AT_SECURE) processes.
     fn secure_getenv(name: *const c_char) -> *mut c_char;
 }
 
-/// Not read yet.
-const UNREAD: u8 = 0;
-/// Being read by one thread.
-const READING: u8 = 1;
+/// Not read yet, or being read by one thread.
+const UNREAD: u32 = 0;
 /// The first value a [`Switch`]'s parser may return; 0 and 1 are its own.
 pub const FIRST_STATE: u8 = 2;
 
 /// One `RSVERBS_*` variable, read once per process with `secure_getenv`
 /// (ignored in setuid and setgid programs), `errno` kept, and turned by its
 /// feature's parser into a state (a u8 from [`FIRST_STATE`] on). The state
-/// is one byte, loaded Acquire: cheap enough for the exports' one check.
+/// is one word, loaded Acquire: cheap enough for the exports' one check.
+///
+/// The first thread reads it; one that comes meanwhile sleeps on the state
+/// (a futex, as the IP join's lock: src/ipjoin/mod.rs) until the reader
+/// stores it, never spinning. A thread never waits for itself (a signal
+/// handler that interrupts the reader on its own thread), nor for a reader
+/// whose thread is gone: both take `busy`.
 pub struct Switch {
     name: &'static CStr,
-    state: AtomicU8,
+    /// UNREAD, or the parsed state; the futex word the waiters sleep on.
+    state: AtomicU32,
+    /// The reading thread's id (0 until one claims the read; never reset:
+    /// the variable is read once).
+    reader: AtomicU32,
+    /// Threads asleep on `state` (or about to be): the reader wakes them
+    /// only when there is one, so an uncontended read costs no syscall.
+    waiters: AtomicU32,
 }
+
+/// How long a waiter sleeps before it checks that the reader's thread
+/// still exists (milliseconds).
+const READER_CHECK_MS: u32 = 100;
 
 impl Switch {
     pub const fn new(name: &'static CStr) -> Self {
-        Switch { name, state: AtomicU8::new(UNREAD) }
+        Switch { name, state: AtomicU32::new(UNREAD), reader: AtomicU32::new(0), waiters: AtomicU32::new(0) }
     }
 
     /// The state; the first call reads the variable and gives its value
     /// (empty when unset) to `parse`. A thread that comes while another is
-    /// reading waits for it, briefly, and else takes `busy`.
+    /// reading sleeps until it is read, unless it is the reader's own
+    /// thread or the reader's thread is gone: then it takes `busy`.
     #[inline]
     pub fn get(&self, parse: impl FnOnce(&[u8]) -> u8, busy: u8) -> u8 {
         match self.state.load(Acquire) {
-            UNREAD | READING => self.read(parse, busy),
-            s => s,
+            UNREAD => self.read(parse, busy),
+            s => s as u8,
         }
     }
 
     /// The state if the variable has been read, without reading it (for
     /// atfork and exit handlers).
     pub fn peek(&self) -> Option<u8> {
-        Some(self.state.load(Acquire)).filter(|&s| s >= FIRST_STATE)
+        Some(self.state.load(Acquire) as u8).filter(|&s| s >= FIRST_STATE)
     }
 
     #[cold]
     #[inline(never)]
     fn read(&self, parse: impl FnOnce(&[u8]) -> u8, busy: u8) -> u8 {
-        if self.state.compare_exchange(UNREAD, READING, Acquire, Acquire).is_err() {
-            for _ in 0..100_000 {
-                match self.state.load(Acquire) {
-                    READING => os::yield_now(),
-                    s => return s,
-                }
-            }
-            return busy;
+        let me = crate::sys::gettid() as u32;
+        // The claim is the reader's id itself, so that a signal handler
+        // that interrupts the reader, on its thread, knows it is the reader.
+        if self.reader.compare_exchange(0, me, Acquire, Relaxed).is_err() {
+            return self.wait(me, busy);
         }
         let _errno = ErrnoGuard::save();
         // SAFETY: the name is NUL-terminated; the result is NULL or a
@@ -75,8 +88,35 @@ impl Switch {
             unsafe { CStr::from_ptr(value) }.to_bytes()
         };
         let s = parse(value).max(FIRST_STATE);
-        self.state.store(s, Rel);
+        // SeqCst, as the waiters' count: a waiter that counted itself
+        // before this store is woken; one that counts itself after it sees
+        // the state (its futex_wait returns at once).
+        self.state.store(u32::from(s), SeqCst);
+        if self.waiters.load(SeqCst) != 0 {
+            crate::sys::futex_wake_all(&self.state);
+        }
         s
+    }
+
+    /// Another thread claimed the read: sleep until its state is stored.
+    #[cold]
+    fn wait(&self, me: u32, busy: u8) -> u8 {
+        loop {
+            let s = self.state.load(Acquire);
+            if s != UNREAD {
+                return s as u8;
+            }
+            let reader = self.reader.load(Relaxed);
+            // A handler on the reader's own thread, or a reader whose
+            // thread ended (pthread_exit from a handler) or does not exist
+            // here (a child forked while another thread read): no wait.
+            if reader == me || !crate::sys::thread_alive(reader as i32) {
+                return busy;
+            }
+            self.waiters.fetch_add(1, SeqCst);
+            crate::sys::futex_wait(&self.state, UNREAD, READER_CHECK_MS);
+            self.waiters.fetch_sub(1, SeqCst);
+        }
     }
 
     /// `NAME=VALUE ignored: WHY; OFF_WHAT off` on stderr, one write, for a
@@ -159,6 +199,36 @@ mod tests {
         assert_eq!(crate::error::errno(), 4321);
         assert_eq!(PARSED.get(|_| panic!("read twice"), 3), 7);
         assert_eq!(PARSED.peek(), Some(7));
+    }
+
+    /// A thread that comes while another reads the switch sleeps until
+    /// it is read and gets its state (the bounded sched_yield loop before
+    /// burned its CPU, then answered `busy`); the reader's own thread (a
+    /// signal handler that interrupted it) gets `busy` at once.
+    #[test]
+    fn a_waiter_sleeps_until_the_switch_is_read_and_the_reader_never_waits_for_itself() {
+        static SLOW: Switch = Switch::new(c"RSVERBS_TEST_SWITCH_SLOW_NEVER_SET");
+        let (inside_tx, inside_rx) = std::sync::mpsc::channel();
+        std::thread::scope(|s| {
+            let reader = s.spawn(move || {
+                SLOW.get(
+                    |_| {
+                        // As a handler on the reader's thread would.
+                        inside_tx.send(SLOW.get(|_| panic!("read twice"), 3)).expect("send");
+                        std::thread::sleep(std::time::Duration::from_millis(300));
+                        7
+                    },
+                    3,
+                )
+            });
+            assert_eq!(inside_rx.recv().expect("inside"), 3, "the reader's own thread waited for itself");
+            let (c0, p0) = crate::os::cpu_and_preemptions();
+            let got = SLOW.get(|_| panic!("read twice"), 3);
+            let (c1, p1) = crate::os::cpu_and_preemptions();
+            assert_eq!(got, 7, "the waiter went on without the reader's state");
+            assert_eq!(reader.join().expect("reader"), 7);
+            assert!(c1 - c0 < 30_000 && p1 - p0 < 20, "the waiter spun: {} us of CPU, {} preemptions", c1 - c0, p1 - p0);
+        });
     }
 
     #[test]

@@ -78,6 +78,19 @@ unsafe fn run(c: &McastCall, call: McastFn, traced: bool, join: Option<&mut ipjo
         return rc;
     }
     let us = if traced { os::monotonic_us().wrapping_sub(t0) } else { 0 };
+    // SAFETY: forwarded from our caller.
+    unsafe { after_mcast(c, rc, us, traced, join) };
+    rc
+}
+
+/// The features' part of [`run`], out of line: the view (a context's
+/// device is 320 bytes) is never in the same frame as the verb's own
+/// buffers (docs/security.md, the stack budget).
+///
+/// # Safety
+/// As [`mcast`].
+#[inline(never)]
+unsafe fn after_mcast(c: &McastCall, rc: c_int, us: u64, traced: bool, join: Option<&mut ipjoin::State>) {
     let _errno = ErrnoGuard::save();
     // SAFETY: the exports' contract: NULL or live objects (the verb has
     // just run on them and does not free them).
@@ -88,7 +101,6 @@ unsafe fn run(c: &McastCall, call: McastFn, traced: bool, join: Option<&mut ipjo
     if let Some(j) = join {
         j.after_mcast(&view, rc);
     }
-    rc
 }
 
 /// `_ibv_query_gid_ex` through `call`, then, with tracing on, its line.
@@ -102,9 +114,20 @@ pub unsafe fn query_gid_ex(q: GidQuery, call: GidExFn) -> c_int {
     settle();
     // SAFETY: forwarded from our caller.
     let rc = unsafe { call(&q) };
-    if !trace::on() {
-        return rc;
+    if trace::on() {
+        // SAFETY: forwarded from our caller.
+        unsafe { trace_query_gid_ex(&q, rc) };
     }
+    rc
+}
+
+/// The trace of [`query_gid_ex`], out of line (docs/security.md, the stack
+/// budget).
+///
+/// # Safety
+/// As [`query_gid_ex`].
+#[inline(never)]
+unsafe fn trace_query_gid_ex(q: &GidQuery, rc: c_int) {
     let _errno = ErrnoGuard::save();
     let entry = (rc == 0 && !q.entry.is_null()).then(|| {
         let len = q.entry_size.min(32);
@@ -124,7 +147,6 @@ pub unsafe fn query_gid_ex(q: GidQuery, call: GidExFn) -> c_int {
         entry,
     };
     trace::after_query(&view, rc);
-    rc
 }
 
 /// `ibv_query_gid` through `call`, then, with tracing on, its line.
@@ -138,9 +160,20 @@ pub unsafe fn query_gid(c: GidCall, call: GidFn) -> c_int {
     settle();
     // SAFETY: forwarded from our caller.
     let rc = unsafe { call(&c) };
-    if !trace::on() {
-        return rc;
+    if trace::on() {
+        // SAFETY: forwarded from our caller.
+        unsafe { trace_query_gid(&c, rc) };
     }
+    rc
+}
+
+/// The trace of [`query_gid`], out of line (docs/security.md, the stack
+/// budget).
+///
+/// # Safety
+/// As [`query_gid`].
+#[inline(never)]
+unsafe fn trace_query_gid(c: &GidCall, rc: c_int) {
     let after = errno();
     let _errno = ErrnoGuard::save();
     // SAFETY: the call returned 0, so it stored 16 bytes at gid.
@@ -155,7 +188,6 @@ pub unsafe fn query_gid(c: GidCall, call: GidFn) -> c_int {
         errno: after,
     };
     trace::after_gid(&view, rc);
-    rc
 }
 
 /// `_ibv_query_gid_table` through `call`, then, with tracing on, its line.
@@ -168,9 +200,20 @@ pub unsafe fn query_gid_table(t: TableCall, call: TableFn) -> isize {
     settle();
     // SAFETY: forwarded from our caller.
     let rc = unsafe { call(&t) };
-    if !trace::on() {
-        return rc;
+    if trace::on() {
+        // SAFETY: forwarded from our caller.
+        unsafe { trace_query_gid_table(&t, rc) };
     }
+    rc
+}
+
+/// The trace of [`query_gid_table`], out of line (docs/security.md, the
+/// stack budget).
+///
+/// # Safety
+/// As [`query_gid_table`].
+#[inline(never)]
+unsafe fn trace_query_gid_table(t: &TableCall, rc: isize) {
     let _errno = ErrnoGuard::save();
     let view = TableView {
         // SAFETY: NULL or a live context.
@@ -181,5 +224,4 @@ pub unsafe fn query_gid_table(t: TableCall, call: TableFn) -> isize {
         entry_size: t.entry_size,
     };
     trace::after_gid_table(&view, rc);
-    rc
 }

@@ -1,11 +1,12 @@
 //! What rsverbs took from `std`, made here over the C library: reading a
-//! file or a directory, the process id, the monotonic clock, a yield, and a
-//! cell written once; one place for each, so that librsverbs.so.1 can be
+//! file or a directory, the process id, the monotonic clock, and a cell
+//! written once; one place for each, so that librsverbs.so.1 can be
 //! built without `std` (docs/building.md). The calls are the ones `std`
 //! makes on Linux (library/std/src/sys: `File::open` and `read_to_end`
 //! retry EINTR, `read_dir` is `opendir`/`readdir`, `process::id` is
-//! `getpid`, `Instant` reads `CLOCK_MONOTONIC`, `thread::yield_now` is
-//! `sched_yield`). Callers keep `errno` as they did around `std`'s calls.
+//! `getpid`, `Instant` reads `CLOCK_MONOTONIC`). Nothing here yields or
+//! spins: a wait sleeps on a futex (`crate::sys`). Callers keep `errno`
+//! as they did around `std`'s calls.
 
 use crate::error::{Error, Result, errno, set_errno};
 use crate::sys;
@@ -68,6 +69,10 @@ impl<const N: usize> Text<N> {
     /// The bytes so far.
     pub fn as_bytes(&self) -> &[u8] {
         &self.buf[..self.len]
+    }
+    /// The text so far (`?` if a cut split a character).
+    pub fn as_str(&self) -> &str {
+        core::str::from_utf8(self.as_bytes()).unwrap_or("?")
     }
     /// The text as a C string (a NUL appended): None when it does not fit,
     /// or holds a NUL already.
@@ -232,10 +237,24 @@ pub fn monotonic_us() -> u64 {
     (ts.tv_sec as u64).wrapping_mul(1_000_000).wrapping_add(ts.tv_nsec as u64 / 1000)
 }
 
-/// Gives up the CPU (`sched_yield(2)`, as `std::thread::yield_now`).
-pub fn yield_now() {
-    // SAFETY: sched_yield cannot fail on Linux.
-    unsafe { libc::sched_yield() };
+/// The calling thread's CPU time (microseconds) and its involuntary
+/// context switches, for the tests of the sleeping waits (the IP join's
+/// lock, a [`crate::env::Switch`] being read): a waiter that spins either
+/// burns its CPU (an idle machine) or is preempted again and again (a
+/// loaded one; `sched_yield` counts as involuntary, kernel/sched/core.c
+/// `__schedule`); one asleep in the kernel does neither.
+#[cfg(test)]
+pub fn cpu_and_preemptions() -> (u64, u64) {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid out-pointer.
+    assert_eq!(unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) }, 0);
+    let status = std::fs::read_to_string("/proc/thread-self/status").expect("status");
+    let n = status
+        .lines()
+        .find_map(|l| l.strip_prefix("nonvoluntary_ctxt_switches:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("nonvoluntary_ctxt_switches");
+    (ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000, n)
 }
 
 const EMPTY: u8 = 0;
@@ -332,7 +351,7 @@ mod tests {
     fn pid_and_clock() {
         assert_eq!(pid(), std::process::id());
         let a = monotonic_us();
-        yield_now();
+        std::thread::yield_now();
         assert!(monotonic_us() >= a);
     }
 

@@ -26,7 +26,8 @@ static PANICKED: AtomicBool = AtomicBool::new(false);
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
     if !PANICKED.swap(true, Relaxed) {
-        let mut l = Line::new(os::pid());
+        let mut l = Line::new();
+        l.start(os::pid());
         let _ = match info.location() {
             Some(at) => write!(l, "panicked at {at}: {}", info.message()),
             None => write!(l, "panicked: {}", info.message()),

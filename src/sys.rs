@@ -402,6 +402,19 @@ pub fn futex_wait(word: &AtomicU32, expected: u32, timeout_ms: u32) {
     };
 }
 
+/// `FUTEX_WAKE_PRIVATE`: wakes every waiter on `word`.
+pub fn futex_wake_all(word: &AtomicU32) {
+    // SAFETY: word is a live, aligned u32.
+    let _ = unsafe {
+        syscall3(
+            libc::SYS_futex,
+            word.as_ptr() as usize,
+            (libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG) as usize,
+            i32::MAX as usize,
+        )
+    };
+}
+
 /// `FUTEX_WAKE_PRIVATE`: wakes one waiter on `word`.
 pub fn futex_wake_one(word: &AtomicU32) {
     // SAFETY: word is a live, aligned u32.

@@ -1,10 +1,11 @@
 //! What the opt-in features (the trace, the IP-level join) may know of one
 //! call's rdma-core objects: read once from their public fields by
 //! `hooks`, the one place past the C boundary that dereferences
-//! them for a feature. The features and `port` take these views
-//! and never touch an rdma-core pointer.
+//! them for a feature (a device's two strings are read in place, by
+//! [`Device`], while the call lasts). The features and `port` take these
+//! views and never touch an rdma-core pointer.
 
-use crate::abi::{IBV_SYSFS_NAME_MAX, IBV_SYSFS_PATH_MAX, c_field, ibv_context, ibv_device, ibv_qp};
+use crate::abi::{c_field, ibv_context, ibv_device, ibv_qp};
 use crate::mgid::Mgid;
 use crate::uverbs::route::Key;
 
@@ -16,49 +17,39 @@ pub struct QpKey {
     pub handle: u32,
 }
 
-/// A device: its name and its sysfs directory (`ibdev_path`).
+/// A device: its name and its sysfs directory (`ibdev_path`), read from
+/// rdma-core's `struct ibv_device` when asked. One pointer, not a copy of
+/// the two strings (320 bytes): the views are on the stack of every traced
+/// call (docs/security.md, the stack budget).
 #[derive(Clone, Copy)]
 pub struct Device {
-    name: [u8; IBV_SYSFS_NAME_MAX],
-    sysfs: [u8; IBV_SYSFS_PATH_MAX],
+    /// Live for as long as the view: a view lives only within the call
+    /// that made it, whose context (hence device) is live (the exports'
+    /// contract).
+    dev: core::ptr::NonNull<ibv_device>,
 }
 
 impl Device {
     /// `ibv_device.name`, e.g. `rxe0`.
     pub fn name(&self) -> &str {
-        text(&self.name)
+        c_field(&self.get().name)
     }
     /// `ibv_device.ibdev_path`, e.g. `/sys/class/infiniband/rxe0`.
     pub fn sysfs(&self) -> &str {
-        text(&self.sysfs)
+        c_field(&self.get().ibdev_path)
     }
 
-    /// A device from its two strings (tests, and the command's devices).
-    pub fn new(name: &str, sysfs: &str) -> Self {
-        let mut d = Device { name: [0; IBV_SYSFS_NAME_MAX], sysfs: [0; IBV_SYSFS_PATH_MAX] };
-        copy(&mut d.name, name);
-        copy(&mut d.sysfs, sysfs);
-        d
+    fn get(&self) -> &ibv_device {
+        // SAFETY: live while the view is (the field's invariant).
+        unsafe { self.dev.as_ref() }
     }
 
     /// # Safety
-    /// `dev` is NULL or a live rdma-core device.
+    /// `dev` is NULL or a live rdma-core device, which outlives every copy
+    /// of the result (the call's views).
     pub unsafe fn of(dev: *const ibv_device) -> Option<Self> {
-        // SAFETY: NULL or live (our caller's contract).
-        let d = unsafe { dev.as_ref() }?;
-        Some(Device::new(c_field(&d.name), c_field(&d.ibdev_path)))
+        core::ptr::NonNull::new(dev.cast_mut()).map(|dev| Device { dev })
     }
-}
-
-fn copy(to: &mut [u8], s: &str) {
-    // Keep the last byte a NUL.
-    let n = s.len().min(to.len() - 1);
-    to[..n].copy_from_slice(&s.as_bytes()[..n]);
-}
-
-fn text(b: &[u8]) -> &str {
-    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-    core::str::from_utf8(&b[..end]).unwrap_or("?")
 }
 
 /// A context: the route key (its address and command fd) and its device.

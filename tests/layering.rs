@@ -305,7 +305,7 @@ fn the_shared_helpers_exist_once() {
         ("struct Once<", "os"),
         ("fn pid(", "os"),
         ("fn monotonic_us(", "os"),
-        ("fn yield_now(", "os"),
+        ("fn cpu_and_preemptions(", "os"),
     ] {
         let hits = code_lines_with(needle);
         assert!(hits.len() == 1 && hits[0].starts_with(&format!("{home}: ")), "{needle}: {hits:?}");

@@ -98,17 +98,34 @@ pub enum Outcome {
     Lost { ifindex: u32, mgid: Mgid, errno: c_int },
 }
 
-/// The process's rdma_cm fd, its IDs and the joins not yet answered.
+/// The process's rdma_cm fd, its IDs, the joins not yet answered, and the
+/// outcomes not yet reported.
 pub struct Channel {
     fd: c_int,
     rdev: u64,
     ids: Vec<Bound>,
     pending: Vec<Pending>,
+    /// Kept until [`Channel::report`]: the trace's lines are written after
+    /// the engine's frames are gone, never beside its command buffers
+    /// (docs/security.md, the stack budget). An outcome that cannot be
+    /// kept (no memory) goes unreported.
+    outcomes: Vec<Outcome>,
 }
 
 impl Channel {
     pub const fn new() -> Self {
-        Channel { fd: -1, rdev: 0, ids: Vec::new(), pending: Vec::new() }
+        Channel { fd: -1, rdev: 0, ids: Vec::new(), pending: Vec::new(), outcomes: Vec::new() }
+    }
+
+    /// Hands every outcome kept since the last call to `f`, oldest first.
+    pub fn report(&mut self, mut f: impl FnMut(Outcome)) {
+        for o in self.outcomes.drain(..) {
+            f(o);
+        }
+    }
+
+    fn outcome(&mut self, o: Outcome) {
+        let _ = crate::os::try_push(&mut self.outcomes, o);
     }
 
     /// Whether the fd is still rsverbs' (see the module's comment).
@@ -149,6 +166,7 @@ impl Channel {
 
     /// The ID bound to `ifindex`'s address `addr`, created and bound on
     /// first use (an ID whose bind failed is destroyed at once).
+    #[inline(never)]
     fn id_for(&mut self, fd: c_int, ifindex: u32, addr: &Addr) -> Result<u32, (&'static str, c_int)> {
         if let Some(b) = self.ids.iter().find(|b| b.ifindex == ifindex) {
             return Ok(b.id);
@@ -169,12 +187,12 @@ impl Channel {
 
     /// Joins `w.mgid` on `w.ifindex` (bound to `w.bind`, joined as
     /// `w.group`, a full member) and waits at most [`JOIN_WAIT_MS`] for the
-    /// answer. The events read meanwhile, this join's included, go to
-    /// `report`.
-    pub fn join(&mut self, counts: &mut Counts<Handle>, w: &Want, report: &mut dyn FnMut(Outcome)) -> Result<Handle, (&'static str, c_int)> {
+    /// answer. The events read meanwhile, this join's included, are kept
+    /// for [`Channel::report`].
+    pub fn join(&mut self, counts: &mut Counts<Handle>, w: &Want) -> Result<Handle, (&'static str, c_int)> {
         let (ifindex, bind, group, mgid, asked) = (w.ifindex, &w.bind, &w.group, &w.mgid, w.asked);
         let fd = self.fd(counts).map_err(|e| ("open", e))?;
-        self.drain(counts, 0, report);
+        self.drain(counts, 0);
         if self.pending.try_reserve(1).is_err() {
             return Err(("join", libc::ENOMEM));
         }
@@ -190,7 +208,7 @@ impl Channel {
             if spent >= JOIN_WAIT_MS || !crate::sys::readable_within(fd, JOIN_WAIT_MS - spent) {
                 break;
             }
-            self.drain(counts, handle, report);
+            self.drain(counts, handle);
         }
         Ok(Handle(handle))
     }
@@ -199,7 +217,7 @@ impl Channel {
     /// ENOENT when the handle is not this fd's: ucma.c
     /// `ucma_leave_multicast` checks the owner, so nothing of another
     /// file's is ever left).
-    pub fn leave(&mut self, counts: &mut Counts<Handle>, h: Handle, report: &mut dyn FnMut(Outcome)) -> Result<(), c_int> {
+    pub fn leave(&mut self, counts: &mut Counts<Handle>, h: Handle) -> Result<(), c_int> {
         if self.fd < 0 || !self.is_ours() {
             self.forget(counts);
             return Err(libc::EBADF);
@@ -207,13 +225,15 @@ impl Channel {
         self.pending.retain(|p| p.handle != h.0);
         let mut resp = [0u8; cm::ID_RESP_LEN];
         let r = cm::send(self.fd, &cm::leave(resp.as_mut_ptr() as u64, h.0));
-        self.drain(counts, 0, report);
+        self.drain(counts, 0);
         r
     }
 
     /// Reads every queued event (none blocks: the fd is O_NONBLOCK) and
-    /// reports it; stops after the event of join `until` when it is not 0.
-    pub fn drain(&mut self, counts: &mut Counts<Handle>, until: u32, report: &mut dyn FnMut(Outcome)) {
+    /// keeps its outcome; stops after the event of join `until` when it is
+    /// not 0. Out of line: its 336-byte event is on the stack only here.
+    #[inline(never)]
+    fn drain(&mut self, counts: &mut Counts<Handle>, until: u32) {
         if self.fd < 0 || !self.is_ours() {
             return;
         }
@@ -223,14 +243,14 @@ impl Channel {
                 return; // EAGAIN: none left
             }
             let e = Event::decode(&resp);
-            self.on_event(counts, &e, report);
+            self.on_event(counts, &e);
             if until != 0 && e.id == until {
                 return;
             }
         }
     }
 
-    fn on_event(&mut self, counts: &mut Counts<Handle>, e: &Event, report: &mut dyn FnMut(Outcome)) {
+    fn on_event(&mut self, counts: &mut Counts<Handle>, e: &Event) {
         let pending = self.pending.iter().position(|p| p.handle == e.id);
         let (ifindex, mgid, asked) = match pending {
             Some(i) => {
@@ -244,7 +264,7 @@ impl Channel {
         };
         if e.event == cm::EVENT_MULTICAST_JOIN && e.status == 0 {
             if let Some(asked) = asked {
-                report(Outcome::Joined { ifindex, mgid, qkey: e.qkey, mlid: e.mlid, asked });
+                self.outcome(Outcome::Joined { ifindex, mgid, qkey: e.qkey, mlid: e.mlid, asked });
             }
             return;
         }
@@ -254,7 +274,7 @@ impl Channel {
         let _ = cm::send(self.fd, &cm::leave(resp.as_mut_ptr() as u64, e.id));
         counts.forget_held(|h| h.0 == e.id);
         let errno = if e.status < 0 { -e.status } else { libc::EIO };
-        report(if pending.is_some() {
+        self.outcome(if pending.is_some() {
             Outcome::Failed { ifindex, mgid, step: "event", errno }
         } else {
             Outcome::Lost { ifindex, mgid, errno }
@@ -270,6 +290,7 @@ impl Channel {
         self.fd = -1;
         core::mem::forget(core::mem::take(&mut self.ids));
         core::mem::forget(core::mem::take(&mut self.pending));
+        core::mem::forget(core::mem::take(&mut self.outcomes));
     }
 
     /// At unload: closing the fd leaves every group (the kernel's
@@ -281,6 +302,7 @@ impl Channel {
         self.fd = -1;
         self.ids = Vec::new();
         self.pending = Vec::new();
+        self.outcomes = Vec::new();
     }
 }
 

@@ -262,15 +262,15 @@ impl State {
             return;
         }
         let key = q.key;
-        let mut report = fabric_note;
         let Ok(stale) = self.fabric.forget_stale(key, q.qpn) else { return no_memory() };
         for (_, _, h) in stale {
-            let _ = self.chan.leave(&mut self.fabric, h, &mut report);
+            let _ = self.chan.leave(&mut self.fabric, h);
         }
         if !v.attach {
             let Ok(to_leave) = self.fabric.detach(key, &mgid) else { return no_memory() };
             for (i, h) in to_leave {
-                let r = self.chan.leave(&mut self.fabric, h, &mut report).err().unwrap_or(0);
+                let r = self.chan.leave(&mut self.fabric, h).err().unwrap_or(0);
+                self.chan.report(fabric_note);
                 note_fabric("leave", "leave", i, &mgid, r);
             }
             return;
@@ -288,7 +288,9 @@ impl State {
         let Ok(to_join) = self.fabric.attach(key, q.qpn, &mgid, &[ifindex]) else { return no_memory() };
         for i in to_join {
             let want = cm::Want { ifindex: i, bind, group, mgid, asked };
-            match self.chan.join(&mut self.fabric, &want, &mut report) {
+            let r = self.chan.join(&mut self.fabric, &want);
+            self.chan.report(fabric_note);
+            match r {
                 Ok(h) => self.fabric.joined(i, &mgid, h),
                 Err((step, e)) => fabric_note(cm::Outcome::Failed { ifindex: i, mgid, step, errno: e }),
             }
@@ -315,7 +317,9 @@ impl State {
             if self.counts.has(key, &mgid) {
                 return; // a duplicate: one attachment in the kernel
             }
-            let ifindexes = v.ctx.map_or_else(Vec::new, |ctx| netdevs(&ctx, key.handle));
+            // Borrowed: a context (its device) is 340 bytes (docs/security.md,
+            // the stack budget).
+            let ifindexes = v.ctx.as_ref().map_or_else(Vec::new, |ctx| netdevs(ctx, key.handle));
             self.counts.forget_held(|s| !s.is_ours());
             let Ok(to_join) = self.counts.attach(key, q.qpn, &mgid, &ifindexes) else { return no_memory() };
             for i in to_join {
@@ -424,6 +428,9 @@ fn note_fabric(what: &str, step: &str, ifindex: u32, mgid: &Mgid, rc: c_int) {
 }
 
 /// The netdevs of the QP's port (QUERY_QP, then the port's GID table).
+/// Out of line: its lookups' buffers are not in the frame under the joins'
+/// trace lines (docs/security.md, the stack budget).
+#[inline(never)]
 fn netdevs(ctx: &Context, handle: u32) -> Vec<u32> {
     let Some(dev) = &ctx.dev else { return Vec::new() };
     match crate::port::qp_port(ctx.key, handle, dev) {
@@ -448,7 +455,9 @@ fn note(what: &str, ifindex: u32, mgid: &Mgid, rc: c_int) {
     }
     let name = crate::port::name_here(ifindex);
     let name = name.as_deref().unwrap_or("?");
-    crate::trace::note(format_args!("ipjoin {what} netdev={name} ifindex={ifindex} {} result={}", mgid, Res(rc)));
+    // The MGID written apart (docs/security.md, the stack budget).
+    let m = crate::trace::format::short::<128>(mgid);
+    crate::trace::note(format_args!("ipjoin {what} netdev={name} ifindex={ifindex} {} result={}", m.as_str(), Res(rc)));
     if rc != 0 && what == "join" {
         crate::trace::ip_join_failed(name, mgid, rc);
     }
@@ -458,23 +467,7 @@ fn note(what: &str, ifindex: u32, mgid: &Mgid, rc: c_int) {
 mod tests {
     use super::*;
 
-    /// The calling thread's CPU time (microseconds) and its involuntary
-    /// context switches: a waiter that spins either burns its CPU (an idle
-    /// machine) or is preempted again and again (a loaded one;
-    /// `sched_yield` counts as involuntary, kernel/sched/core.c
-    /// `__schedule`); one asleep in the kernel does neither.
-    fn cpu_and_preemptions() -> (u64, u64) {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: ts is a valid out-pointer.
-        assert_eq!(unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) }, 0);
-        let status = std::fs::read_to_string("/proc/thread-self/status").expect("status");
-        let n = status
-            .lines()
-            .find_map(|l| l.strip_prefix("nonvoluntary_ctxt_switches:"))
-            .and_then(|v| v.trim().parse().ok())
-            .expect("nonvoluntary_ctxt_switches");
-        (ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000, n)
-    }
+    use crate::os::cpu_and_preemptions;
 
     /// One test, so that nothing else takes the process's one lock
     /// meanwhile: a waiter sleeps instead of spinning (docs/security.md, promise 8:

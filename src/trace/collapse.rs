@@ -66,9 +66,10 @@ fn with<R>(f: impl FnOnce(&mut Option<Run>) -> R) -> Option<R> {
     Some(r)
 }
 
-/// The line of a run (or of one uncollapsed empty entry).
-pub fn line(key: &RunKey, first: u32, last: u32, count: u64) -> Line {
-    let mut l = Line::new(key.pid);
+/// The line of a run (or of one uncollapsed empty entry), written into
+/// `l` (a caller's, so that a line is never copied out of its frame:
+/// docs/security.md, the stack budget).
+pub fn line(l: &mut Line, key: &RunKey, first: u32, last: u32, count: u64) {
     let end = key.dev.iter().position(|&c| c == 0).unwrap_or(key.dev.len());
     let dev = core::str::from_utf8(&key.dev[..end]).unwrap_or("?");
     match key.verb {
@@ -91,11 +92,20 @@ pub fn line(key: &RunKey, first: u32, last: u32, count: u64) -> Line {
     if count > 1 {
         let _ = write!(l, " ×{count}");
     }
-    l
+}
+
+/// Writes one run's line: out of line, so that its buffer is on the stack
+/// only while it is written.
+#[inline(never)]
+fn emit_line(key: &RunKey, first: u32, last: u32, count: u64) {
+    let mut l = Line::new();
+    l.start(key.pid);
+    line(&mut l, key, first, last, count);
+    super::sink::emit(l.finish());
 }
 
 fn emit(r: &Run) {
-    super::sink::emit(line(&r.key, r.first, r.last, r.count).finish());
+    emit_line(&r.key, r.first, r.last, r.count);
 }
 
 /// An empty entry: extends the pending run, or writes the pending run and
@@ -114,7 +124,7 @@ pub fn empty(key: RunKey, index: u32) {
         *pending = Some(Run { key, first: index, last: index, count: 1 });
     });
     if done.is_none() {
-        super::sink::emit(line(&key, index, index, 1).finish());
+        emit_line(&key, index, index, 1);
     }
 }
 
@@ -133,25 +143,32 @@ pub fn flush(pid: u32) {
 mod tests {
     use super::*;
 
+    fn of(key: &RunKey, first: u32, last: u32, count: u64) -> Line {
+        let mut l = Line::new();
+        l.start(key.pid);
+        line(&mut l, key, first, last, count);
+        l
+    }
+
     #[test]
     fn run_lines() {
         let mut dev = [0u8; 64];
         dev[..4].copy_from_slice(b"rxe1");
         let key = RunKey { verb: Verb::QueryGidEx, pid: 42, ctx: 1, port: 1, flags: 0, entry_size: 32, dev };
         assert_eq!(
-            line(&key, 3, 1023, 1021).as_bytes(),
+            of(&key, 3, 1023, 1021).as_bytes(),
             "rsverbs[42]: _ibv_query_gid_ex dev=rxe1 port=1 index=3..1023 flags=0x0 entry_size=32 result=ENODATA(61) ×1021"
                 .as_bytes()
         );
         assert_eq!(
-            line(&key, 5, 5, 1).as_bytes(),
+            of(&key, 5, 5, 1).as_bytes(),
             b"rsverbs[42]: _ibv_query_gid_ex dev=rxe1 port=1 index=5 flags=0x0 entry_size=32 result=ENODATA(61)"
         );
         let key = RunKey { verb: Verb::QueryGid, entry_size: 16, ..key };
         assert_eq!(
-            line(&key, 3, 1023, 1021).as_bytes(),
+            of(&key, 3, 1023, 1021).as_bytes(),
             "rsverbs[42]: ibv_query_gid dev=rxe1 port=1 index=3..1023 result=0 gid=:: ×1021".as_bytes()
         );
-        assert_eq!(line(&key, u32::MAX, u32::MAX, 1).as_bytes(), b"rsverbs[42]: ibv_query_gid dev=rxe1 port=1 index=-1 result=0 gid=::");
+        assert_eq!(of(&key, u32::MAX, u32::MAX, 1).as_bytes(), b"rsverbs[42]: ibv_query_gid dev=rxe1 port=1 index=-1 result=0 gid=::");
     }
 }

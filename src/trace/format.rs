@@ -5,17 +5,27 @@
 
 use core::fmt::{self, Write};
 
-/// One line, built on the stack (no allocation) and cut at its capacity
+/// A line's capacity: the longest line, a `still-attached` hint listing 8
+/// IPv6 groups, is about 750 bytes; one line is on the stack at a time,
+/// within the 4 KiB budget (docs/security.md).
+pub const CAPACITY: usize = 1024;
+
+/// One line, built on the stack (no allocation) and cut at [`CAPACITY`]
 /// ([`crate::os::Text`]): a line is written with one `write()`, atomic
 /// below PIPE_BUF (4096).
-pub struct Line(crate::os::Text<1536>);
+pub struct Line(crate::os::Text<CAPACITY>);
 
 impl Line {
-    /// A line that starts `rsverbs[PID]: `.
-    pub fn new(pid: u32) -> Self {
-        let mut l = Line(crate::os::Text::new());
-        let _ = write!(l, "rsverbs[{pid}]: ");
-        l
+    /// An empty line, built where it is declared; [`Line::start`] writes
+    /// its prefix in place. (A constructor that wrote the prefix and
+    /// returned the line made rustc copy it out: two 1,536-byte buffers
+    /// per frame; docs/security.md, the stack budget.)
+    pub const fn new() -> Self {
+        Line(crate::os::Text::new())
+    }
+    /// Starts the line: `rsverbs[PID]: `.
+    pub fn start(&mut self, pid: u32) {
+        let _ = write!(self, "rsverbs[{pid}]: ");
     }
     /// The bytes so far, with the final newline.
     pub fn finish(&mut self) -> &[u8] {
@@ -27,10 +37,27 @@ impl Line {
     }
 }
 
+impl Default for Line {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Write for Line {
     fn write_str(&mut self, s: &str) -> fmt::Result {
         self.0.write_str(s)
     }
+}
+
+/// `v` written apart into a small buffer, out of line: the nested
+/// formatting of an address (an MGID's IPv6 and IPv4 forms, their
+/// integers) runs in this frame, before a line's buffer is on the stack,
+/// not below it (docs/security.md, the stack budget).
+#[inline(never)]
+pub fn short<const N: usize>(v: &dyn fmt::Display) -> crate::os::Text<N> {
+    let mut t = crate::os::Text::new();
+    let _ = write!(t, "{v}");
+    t
 }
 
 /// errno names, as glibc's `strerrorname_np` spells them (asm-generic/errno*.h).
@@ -107,13 +134,14 @@ mod tests {
 
     #[test]
     fn a_line_is_cut_at_its_capacity_and_ends_with_a_newline() {
-        let mut l = Line::new(7);
+        let mut l = Line::new();
+        l.start(7);
         assert_eq!(l.as_bytes(), b"rsverbs[7]: ");
         for _ in 0..400 {
             let _ = l.write_str("abcdefgh");
         }
         let b = l.finish();
-        assert_eq!(b.len(), 1536);
-        assert_eq!(b[1535], b'\n');
+        assert_eq!(b.len(), CAPACITY);
+        assert_eq!(b[CAPACITY - 1], b'\n');
     }
 }

@@ -4,7 +4,7 @@
 #![forbid(unsafe_code)]
 
 use super::facts;
-use super::format::{Line, Res};
+use super::format::{Line, Res, short};
 use crate::abi::qp_type;
 use crate::mgid::Mgid;
 use crate::registry::{self, Watch};
@@ -34,8 +34,13 @@ pub struct Call<'a> {
     pub ipjoin: bool,
 }
 
+/// Out of line: one hint's buffer is on the stack only while it is
+/// written, never beside the call line's or another hint's
+/// (docs/security.md, the stack budget).
+#[inline(never)]
 fn hint(pid: u32, id: &str, body: impl FnOnce(&mut Line)) {
-    let mut l = Line::new(pid);
+    let mut l = Line::new();
+    l.start(pid);
     let _ = write!(l, "hint[{id}]: ");
     body(&mut l);
     super::sink::emit(l.finish());
@@ -43,8 +48,10 @@ fn hint(pid: u32, id: &str, body: impl FnOnce(&mut Line)) {
 
 /// The hints of one attach or detach. `before`: the LIDs the registry had
 /// for this QP and MGID before the call.
+#[inline(never)]
 pub fn after_mcast(c: &Call<'_>, before: &[u16]) {
-    let g = Mgid(c.gid).group();
+    let g = short::<48>(&Mgid(c.gid).group());
+    let g = g.as_str();
     if c.rc == libc::EINVAL && !Mgid(c.gid).is_multicast() {
         hint(c.pid, "not-multicast", |l| {
             let _ = write!(
@@ -122,8 +129,10 @@ fn limit(c: &Call<'_>) {
     let mut groups = 0;
     registry::each(|a| groups += usize::from(a.qp == c.qp));
     let limits = facts::mcast_limits(c.route);
+    let g = short::<48>(&Mgid(c.gid).group());
+    let g = g.as_str();
     hint(c.pid, "limit", |l| {
-        let _ = write!(l, "ENOMEM(12) attaching {} to QP {:#x} on {}: a multicast limit of the device is reached", Mgid(c.gid).group(), c.qpn, c.dev.name());
+        let _ = write!(l, "ENOMEM(12) attaching {g} to QP {:#x} on {}: a multicast limit of the device is reached", c.qpn, c.dev.name());
         match limits {
             Some((grp, qp_attach, total)) => {
                 let _ = write!(
@@ -158,7 +167,8 @@ fn no_ip_join(c: &Call<'_>) {
     if facts::ip_joined(&netdev, &c.gid) != Some(false) {
         return;
     }
-    let g = Mgid(c.gid).group();
+    let g = short::<48>(&Mgid(c.gid).group());
+    let g = g.as_str();
     let v4 = Mgid(c.gid).v4().is_some();
     hint(c.pid, "no-ip-join", |l| {
         let _ = write!(
@@ -189,7 +199,8 @@ fn no_ip_join(c: &Call<'_>) {
 
 /// `RSVERBS_MCAST_IPJOIN`'s join of `mgid` on `netdev` failed with `e`.
 pub fn ip_join_failed(pid: u32, netdev: &str, mgid: &Mgid, e: i32) {
-    let g = mgid.group();
+    let g = short::<48>(&mgid.group());
+    let g = g.as_str();
     hint(pid, "ip-join-failed", |l| {
         let _ = write!(l, "RSVERBS_MCAST_IPJOIN could not join {g} on {netdev}: {}", Res(e));
         let why = match e {

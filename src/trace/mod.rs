@@ -48,13 +48,22 @@ pub fn registry_on() -> bool {
 
 /// A line from another opt-in feature (`RSVERBS_MCAST_IPJOIN`'s joins and
 /// leaves), when tracing is on.
+#[inline(never)]
 pub fn note(args: core::fmt::Arguments<'_>) {
     if !registry_on() {
         return;
     }
     let pid = os::pid();
     collapse::flush(pid);
-    let mut l = Line::new(pid);
+    note_line(pid, args);
+}
+
+/// The line of [`note`], out of line: built after the pending run's line is
+/// written (docs/security.md, the stack budget).
+#[inline(never)]
+fn note_line(pid: u32, args: core::fmt::Arguments<'_>) {
+    let mut l = Line::new();
+    l.start(pid);
     let _ = l.write_fmt(args);
     sink::emit(l.finish());
 }
@@ -101,8 +110,8 @@ pub fn qkey_mismatch(mgid: &crate::mgid::Mgid, own: u32, group: u32) {
 }
 
 /// The mode; the first call reads `RSVERBS_TRACE` and opens the sink. A
-/// thread that comes while another reads it, and waits too long, goes
-/// untraced.
+/// thread that comes while another reads it sleeps until it is read; a
+/// signal handler on the reader's own thread goes untraced (env::Switch).
 fn mode() -> u8 {
     MODE.get(configure, OFF)
 }
@@ -156,6 +165,7 @@ pub fn at_unload() {
 /// that returned `rc` after `us` microseconds. `ipjoin`: whether
 /// `RSVERBS_MCAST_IPJOIN` joins right after (then no `no-ip-join` hint).
 /// The caller keeps `errno`.
+#[inline(never)]
 pub fn after_mcast(v: &McastView, rc: c_int, us: u64, ipjoin: bool) {
     let m = mode();
     if m == OFF {
@@ -164,56 +174,25 @@ pub fn after_mcast(v: &McastView, rc: c_int, us: u64, ipjoin: bool) {
     let attach = v.attach;
     let pid = os::pid();
     collapse::flush(pid);
-    let mut l = Line::new(pid);
-    let _ = l.write_str(if attach { "ibv_attach_mcast " } else { "ibv_detach_mcast " });
-    let dev = v.ctx.and_then(|c| c.dev);
-    let mut port = None;
-    let mut qkey = None;
-    match (v.qp, v.ctx) {
-        (None, _) => {
-            let _ = l.write_str("qp=NULL");
-        }
-        (Some(_), None) => {
-            let _ = l.write_str("qp.context=NULL");
-        }
-        (Some(q), Some(ctx)) => {
-            // Only for a context whose route is known: the trace never
-            // makes rsverbs discover a route the call itself did not.
-            // One QUERY_QP gives the port and the Q_Key (src/port.rs).
-            let f = match &dev {
-                Some(d) if route::peek(ctx.key).is_some() => facts::qp_facts(ctx.key, q.key.handle, d),
-                _ => facts::QpFacts::default(),
-            };
-            port = f.port;
-            // A Q_Key means something only to a UD QP (IBA 9.6.1.1).
-            qkey = f.qkey.filter(|_| q.qp_type == hints::IBV_QPT_UD);
-            let _ = write!(l, "dev={}", dev.as_ref().map_or("?", |d| d.name()));
-            match port {
-                Some(p) => {
-                    let _ = write!(l, " port={p}");
-                }
-                None => {
-                    let _ = l.write_str(" port=?");
-                }
-            }
-            let _ = write!(l, " qpn={:#x} qp_type={}", q.qpn, qp_type(q.qp_type));
-            if let Some(k) = qkey {
-                let _ = write!(l, " qkey={k:#x}");
-            }
-        }
-    }
-    match v.mgid {
-        Some(g) => {
-            let _ = write!(l, " {g}");
-        }
-        None => {
-            let _ = l.write_str(" mgid=NULL");
-        }
-    }
-    let _ = write!(l, " lid={:#06x} result={} us={us}", v.lid, Res(rc));
-    sink::emit(l.finish());
+    // Borrowed, never copied (a device is 320 bytes; docs/security.md,
+    // the stack budget).
+    let dev = v.ctx.as_ref().and_then(|c| c.dev.as_ref());
+    // Only for a context whose route is known: the trace never makes
+    // rsverbs discover a route the call itself did not. One QUERY_QP gives
+    // the port and the Q_Key (src/port.rs).
+    let f = match (v.qp, v.ctx.as_ref(), dev) {
+        (Some(q), Some(ctx), Some(d)) if route::peek(ctx.key).is_some() => facts::qp_facts(ctx.key, q.key.handle, d),
+        _ => facts::QpFacts::default(),
+    };
+    let port = f.port;
+    // A Q_Key means something only to a UD QP (IBA 9.6.1.1).
+    let qkey = f.qkey.filter(|_| v.qp.is_some_and(|q| q.qp_type == hints::IBV_QPT_UD));
+    // The MGID's fields written apart, before the line's buffer is on the
+    // stack (format::short).
+    let mgid = v.mgid.map(|g| format::short::<128>(&g));
+    mcast_line(v, mgid.as_ref().map(os::Text::as_str), pid, dev, (port, qkey), rc, us);
 
-    let (Some(q), Some(ctx), Some(d), Some(g)) = (v.qp, v.ctx, dev, v.mgid) else { return };
+    let (Some(q), Some(ctx), Some(d), Some(g)) = (v.qp, v.ctx.as_ref(), dev, v.mgid) else { return };
     registry::forget_stale(q.key, q.qpn);
     let before = registry::lids(q.key, &g.0);
     // qkey-violations: the port's counter after the attach, kept with the
@@ -250,7 +229,7 @@ pub fn after_mcast(v: &McastView, rc: c_int, us: u64, ipjoin: bool) {
         let call = hints::Call {
             pid,
             attach,
-            dev: &d,
+            dev: d,
             port,
             route: ctx.key,
             qp: q.key,
@@ -268,88 +247,141 @@ pub fn after_mcast(v: &McastView, rc: c_int, us: u64, ipjoin: bool) {
     }
 }
 
+/// The call line of one attach or detach: out of line, so that its buffer
+/// is on the stack only while it is written, never beside a hint's
+/// (docs/security.md, the stack budget).
+#[inline(never)]
+fn mcast_line(v: &McastView, mgid: Option<&str>, pid: u32, dev: Option<&crate::view::Device>, (port, qkey): (Option<u32>, Option<u32>), rc: c_int, us: u64) {
+    let mut l = Line::new();
+    l.start(pid);
+    let _ = l.write_str(if v.attach { "ibv_attach_mcast " } else { "ibv_detach_mcast " });
+    match (v.qp, v.ctx) {
+        (None, _) => {
+            let _ = l.write_str("qp=NULL");
+        }
+        (Some(_), None) => {
+            let _ = l.write_str("qp.context=NULL");
+        }
+        (Some(q), Some(_)) => {
+            let _ = write!(l, "dev={}", dev.map_or("?", |d| d.name()));
+            match port {
+                Some(p) => {
+                    let _ = write!(l, " port={p}");
+                }
+                None => {
+                    let _ = l.write_str(" port=?");
+                }
+            }
+            let _ = write!(l, " qpn={:#x} qp_type={}", q.qpn, qp_type(q.qp_type));
+            if let Some(k) = qkey {
+                let _ = write!(l, " qkey={k:#x}");
+            }
+        }
+    }
+    match mgid {
+        Some(g) => {
+            let _ = write!(l, " {g}");
+        }
+        None => {
+            let _ = l.write_str(" mgid=NULL");
+        }
+    }
+    let _ = write!(l, " lid={:#06x} result={} us={us}", v.lid, Res(rc));
+    sink::emit(l.finish());
+}
+
 /// The line of one traced `_ibv_query_gid_ex` that returned `rc` (ENODATA
 /// answers collapse into runs). The caller keeps `errno`.
+#[inline(never)]
 pub fn after_query(q: &QueryView, rc: c_int) {
     if mode() == OFF {
         return;
     }
-    let QueryView { ctx, port, index, flags, entry_size, entry } = *q;
     let pid = os::pid();
-    let dev = ctx.and_then(|c| c.dev);
-    let name = dev.as_ref().map_or("?", |d| d.name());
-    match ctx {
+    let dev = q.ctx.as_ref().and_then(|c| c.dev.as_ref());
+    let name = dev.map_or("?", |d| d.name());
+    match q.ctx.as_ref() {
         Some(c) if rc == libc::ENODATA => {
-            let mut dn = [0u8; 64];
-            for (n, c) in dn.iter_mut().zip(name.bytes()) {
-                *n = c;
-            }
-            let key = collapse::RunKey { verb: collapse::Verb::QueryGidEx, pid, ctx: c.key.ctx, port, flags, entry_size, dev: dn };
-            collapse::empty(key, index);
+            empty(collapse::Verb::QueryGidEx, pid, c.key.ctx, q.port, q.flags, q.entry_size, name, q.index);
         }
         _ => {
             collapse::flush(pid);
-            let mut l = Line::new(pid);
-            if ctx.is_none() {
-                let _ = write!(l, "_ibv_query_gid_ex context=NULL port={port} index={index}");
-            } else {
-                let _ = write!(l, "_ibv_query_gid_ex dev={name} port={port} index={index}");
-            }
-            let _ = write!(l, " flags={flags:#x} entry_size={entry_size} result={}", Res(rc));
-            if let Some((buf, len)) = entry {
-                let bytes = &buf[..len];
-                if let Some(g) = bytes.get(..16) {
-                    let mut raw = [0u8; 16];
-                    raw.copy_from_slice(g);
-                    let _ = write!(l, " gid={}", core::net::Ipv6Addr::from(raw));
-                }
-                if let Some(t) = bytes.get(24..28) {
-                    let _ = write!(l, " gid_type={}", gid_type(u32::from_ne_bytes([t[0], t[1], t[2], t[3]])));
-                }
-                if let Some(i) = bytes.get(28..32) {
-                    let ifindex = u32::from_ne_bytes([i[0], i[1], i[2], i[3]]);
-                    let nd = match (ifindex, &dev) {
-                        (0, _) | (_, None) => None,
-                        (_, Some(d)) => facts::gid_netdev(d, port, index),
-                    };
-                    let _ = write!(l, " netdev={}", nd.as_deref().unwrap_or("-"));
-                }
-            }
-            sink::emit(l.finish());
+            query_line(q, pid, dev, name, rc);
         }
     }
+}
+
+/// An empty entry for [`collapse`]: out of line, so that its key is not in
+/// the frame that holds a line (docs/security.md, the stack budget).
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn empty(verb: collapse::Verb, pid: u32, ctx: usize, port: u32, flags: u32, entry_size: usize, name: &str, index: u32) {
+    let mut dn = [0u8; 64];
+    for (n, c) in dn.iter_mut().zip(name.bytes()) {
+        *n = c;
+    }
+    collapse::empty(collapse::RunKey { verb, pid, ctx, port, flags, entry_size, dev: dn }, index);
+}
+
+/// The line of one `_ibv_query_gid_ex` (not a collapsed ENODATA run), out
+/// of line (docs/security.md, the stack budget).
+#[inline(never)]
+fn query_line(q: &QueryView, pid: u32, dev: Option<&crate::view::Device>, name: &str, rc: c_int) {
+    let QueryView { ctx, port, index, flags, entry_size, entry } = *q;
+    let mut l = Line::new();
+    l.start(pid);
+    if ctx.is_none() {
+        let _ = write!(l, "_ibv_query_gid_ex context=NULL port={port} index={index}");
+    } else {
+        let _ = write!(l, "_ibv_query_gid_ex dev={name} port={port} index={index}");
+    }
+    let _ = write!(l, " flags={flags:#x} entry_size={entry_size} result={}", Res(rc));
+    if let Some((buf, len)) = entry {
+        let bytes = &buf[..len];
+        if let Some(g) = bytes.get(..16) {
+            let mut raw = [0u8; 16];
+            raw.copy_from_slice(g);
+            let _ = write!(l, " gid={}", core::net::Ipv6Addr::from(raw));
+        }
+        if let Some(t) = bytes.get(24..28) {
+            let _ = write!(l, " gid_type={}", gid_type(u32::from_ne_bytes([t[0], t[1], t[2], t[3]])));
+        }
+        if let Some(i) = bytes.get(28..32) {
+            let ifindex = u32::from_ne_bytes([i[0], i[1], i[2], i[3]]);
+            let nd = match (ifindex, dev) {
+                (0, _) | (_, None) => None,
+                (_, Some(d)) => facts::gid_netdev(d, port, index),
+            };
+            let _ = write!(l, " netdev={}", nd.as_deref().unwrap_or("-"));
+        }
+    }
+    sink::emit(l.finish());
 }
 
 /// The line of one traced `ibv_query_gid` that returned `rc` (empty
 /// entries, 0 with the zero GID, collapse into runs). The caller keeps
 /// `errno`.
+#[inline(never)]
 pub fn after_gid(v: &GidView, rc: c_int) {
     if mode() == OFF {
         return;
     }
     let pid = os::pid();
-    let dev = v.ctx.and_then(|c| c.dev);
-    let name = dev.as_ref().map_or("?", |d| d.name());
-    let empty = v.gid == Some([0; 16]);
-    if let (Some(c), true) = (v.ctx, empty) {
-        let mut dn = [0u8; 64];
-        for (n, c) in dn.iter_mut().zip(name.bytes()) {
-            *n = c;
-        }
-        let key = collapse::RunKey {
-            verb: collapse::Verb::QueryGid,
-            pid,
-            ctx: c.key.ctx,
-            port: u32::from(v.port),
-            flags: 0,
-            entry_size: 16,
-            dev: dn,
-        };
-        collapse::empty(key, v.index as u32);
+    let name = v.ctx.as_ref().and_then(|c| c.dev.as_ref()).map_or("?", |d| d.name());
+    if let (Some(c), true) = (v.ctx.as_ref(), v.gid == Some([0; 16])) {
+        empty(collapse::Verb::QueryGid, pid, c.key.ctx, u32::from(v.port), 0, 16, name, v.index as u32);
         return;
     }
     collapse::flush(pid);
-    let mut l = Line::new(pid);
+    gid_line(v, pid, name, rc);
+}
+
+/// The line of one `ibv_query_gid` (not a collapsed run), out of line
+/// (docs/security.md, the stack budget).
+#[inline(never)]
+fn gid_line(v: &GidView, pid: u32, name: &str, rc: c_int) {
+    let mut l = Line::new();
+    l.start(pid);
     if v.ctx.is_none() {
         let _ = write!(l, "ibv_query_gid context=NULL port={} index={}", v.port, v.index);
     } else {
@@ -369,14 +401,24 @@ pub fn after_gid(v: &GidView, rc: c_int) {
 
 /// The line of one traced `_ibv_query_gid_table` that returned `rc`. The
 /// caller keeps `errno`.
+#[inline(never)]
 pub fn after_gid_table(v: &TableView, rc: isize) {
     if mode() == OFF {
         return;
     }
     let pid = os::pid();
     collapse::flush(pid);
-    let mut l = Line::new(pid);
-    match v.ctx {
+    table_line(v, pid, rc);
+}
+
+/// The line of one `_ibv_query_gid_table`, out of line: the pending run's
+/// line is written before this one is built (docs/security.md, the stack
+/// budget).
+#[inline(never)]
+fn table_line(v: &TableView, pid: u32, rc: isize) {
+    let mut l = Line::new();
+    l.start(pid);
+    match &v.ctx {
         None => {
             let _ = l.write_str("_ibv_query_gid_table context=NULL");
         }

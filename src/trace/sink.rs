@@ -23,7 +23,8 @@
 //! setgid: AT_SECURE) (docs/security.md).
 
 use crate::os::Once;
-use alloc::ffi::CString;
+use alloc::vec::Vec;
+use core::ffi::CStr;
 use core::sync::atomic::{
     AtomicBool, AtomicI32, AtomicU64, Ordering::AcqRel, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
 };
@@ -33,7 +34,7 @@ pub struct Sink {
     /// The fd lines go to; -1 when there is none.
     fd: AtomicI32,
     /// For a file: its path, and the (st_dev, st_ino) the fd was opened on.
-    path: Once<CString>,
+    path: Once<Path>,
     dev: AtomicU64,
     ino: AtomicU64,
     to_file: AtomicBool,
@@ -86,15 +87,9 @@ impl Sink {
     }
 
     fn to_file(&self, path: &[u8]) -> bool {
-        // The path's copy allocated fallibly, with room for its NUL, so that
-        // CString::new does not grow it (a failed allocation: no trace file,
-        // never an abort).
-        let mut v = alloc::vec::Vec::new();
-        if v.try_reserve_exact(path.len() + 1).is_err() {
-            return false;
-        }
-        v.extend_from_slice(path);
-        let Ok(c) = CString::new(v) else { return false };
+        // The path's copy allocated fallibly (a failed allocation: no
+        // trace file, never an abort).
+        let Some(c) = Path::new(path) else { return false };
         let Some(fd) = open(&c, guarded()) else { return false };
         // Set once per process (RSVERBS_TRACE is read once).
         let _ = self.path.set(c);
@@ -183,20 +178,58 @@ impl Sink {
 /// every directory on the way checked by [`trusted_dir`], no `..`; and the
 /// file must be the euid's, with one link (a hard link another user made in
 /// a sticky directory to a file of root's is refused).
-fn open(path: &CString, guard: bool) -> Option<i32> {
-    let bytes = path.as_bytes();
-    let (dir, name) = match bytes.iter().rposition(|&b| b == b'/') {
-        Some(i) => (&bytes[..i.max(1)], &bytes[i + 1..]),
-        None => (&b"."[..], bytes),
-    };
-    let mut n = Name::new();
-    if name.is_empty() || name == b"." || name == b".." || !n.set(name) {
+fn open(path: &Path, guard: bool) -> Option<i32> {
+    let name = path.name();
+    if name.to_bytes().is_empty() || name == c"." || name == c".." || name.to_bytes().len() > NAME_MAX {
         return None;
     }
-    let dirfd = if guard { walk(bytes[0] == b'/', dir)? } else { open_dir(dir)? };
-    let fd = open_in(dirfd, n.cstr(), guard);
+    let dir = path.dir();
+    let dirfd = if guard { walk(dir.to_bytes().first() == Some(&b'/'), dir.to_bytes())? } else { open_dir(dir)? };
+    let fd = open_in(dirfd, name, guard);
     crate::sys::close(dirfd);
     fd
+}
+
+/// A path component's longest name (NAME_MAX, linux/limits.h).
+const NAME_MAX: usize = 255;
+
+/// The trace file's path as [`open`] takes it: its directory and its name,
+/// each NUL-terminated, in one buffer allocated (fallibly) when
+/// `RSVERBS_TRACE` is read, so that opening the file again inside a verb
+/// builds no path on the stack (docs/security.md, the stack budget).
+struct Path {
+    buf: Vec<u8>,
+    /// Where the name starts in `buf`.
+    name_at: usize,
+}
+
+impl Path {
+    /// None for a path with a NUL, or when the buffer cannot be allocated.
+    fn new(path: &[u8]) -> Option<Path> {
+        if path.contains(&0) {
+            return None;
+        }
+        let (dir, name) = match path.iter().rposition(|&b| b == b'/') {
+            Some(i) => (&path[..i.max(1)], &path[i + 1..]),
+            None => (&b"."[..], path),
+        };
+        let mut buf = Vec::new();
+        buf.try_reserve_exact(dir.len() + name.len() + 2).ok()?;
+        buf.extend_from_slice(dir);
+        buf.push(0);
+        let name_at = buf.len();
+        buf.extend_from_slice(name);
+        buf.push(0);
+        Some(Path { buf, name_at })
+    }
+
+    fn dir(&self) -> &CStr {
+        CStr::from_bytes_until_nul(&self.buf).unwrap_or(c".")
+    }
+
+    fn name(&self) -> &CStr {
+        CStr::from_bytes_until_nul(&self.buf[self.name_at..]).unwrap_or(c"")
+    }
 }
 
 /// The flags of the one open for writing. O_NONBLOCK: no open may block the
@@ -204,7 +237,7 @@ fn open(path: &CString, guard: bool) -> Option<i32> {
 const WRITE: i32 = libc::O_WRONLY | libc::O_APPEND | libc::O_NOFOLLOW | libc::O_NOCTTY | libc::O_NONBLOCK;
 
 /// The file `name` in `dirfd`, as [`open`] says.
-fn open_in(dirfd: i32, name: &core::ffi::CStr, guard: bool) -> Option<i32> {
+fn open_in(dirfd: i32, name: &CStr, guard: bool) -> Option<i32> {
     // SAFETY: geteuid cannot fail.
     let euid = unsafe { libc::geteuid() };
     // Twice at most: the name may appear between the look and the create.
@@ -247,14 +280,8 @@ fn open_in(dirfd: i32, name: &core::ffi::CStr, guard: bool) -> Option<i32> {
 
 /// The directory `dir`, symlinks followed as the kernel does (the process
 /// opens only what its caller could).
-fn open_dir(dir: &[u8]) -> Option<i32> {
-    let mut buf = [0u8; libc::PATH_MAX as usize];
-    if dir.len() >= buf.len() || dir.contains(&0) {
-        return None;
-    }
-    buf[..dir.len()].copy_from_slice(dir);
-    let c = core::ffi::CStr::from_bytes_until_nul(&buf).ok()?;
-    crate::sys::open(c, libc::O_PATH | libc::O_DIRECTORY, 0).ok()
+fn open_dir(dir: &CStr) -> Option<i32> {
+    crate::sys::open(dir, libc::O_PATH | libc::O_DIRECTORY, 0).ok()
 }
 
 /// Root or AT_SECURE: `dir` reached from "/" (`absolute`) or the cwd one
@@ -263,7 +290,7 @@ fn open_dir(dir: &[u8]) -> Option<i32> {
 /// works on every kernel), each directory, the first included, checked by
 /// [`trusted_dir`] before the next is looked up in it. `..` is refused.
 fn walk(absolute: bool, dir: &[u8]) -> Option<i32> {
-    let start: &core::ffi::CStr = if absolute { c"/" } else { c"." };
+    let start: &CStr = if absolute { c"/" } else { c"." };
     let mut fd = crate::sys::open(start, libc::O_PATH | libc::O_DIRECTORY, 0).ok()?;
     for part in dir.split(|&b| b == b'/') {
         let mut n = Name::new();
@@ -320,8 +347,8 @@ impl Name {
         true
     }
 
-    fn cstr(&self) -> &core::ffi::CStr {
-        core::ffi::CStr::from_bytes_until_nul(&self.0).unwrap_or(c"")
+    fn cstr(&self) -> &CStr {
+        CStr::from_bytes_until_nul(&self.0).unwrap_or(c"")
     }
 }
 
@@ -354,6 +381,7 @@ fn identity(fd: i32) -> Option<(u64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ffi::CString;
     use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 
     fn dir(name: &str) -> std::path::PathBuf {

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The stack budget (docs/security.md): every export, every feature on
+# (RSVERBS_TRACE=hints:FILE, its file opened again by the call itself,
+# and RSVERBS_MCAST_IPJOIN=1), uses at most STACK_BUDGET bytes of stack
+# (ctest/vm/stack.c measures each on a pattern-filled stack above a guard
+# page, its first call on a fresh context and its steady state, and prints
+# each figure); and every verb called from a signal handler on an 8 KiB
+# alternate stack whose lower end is a guard page answers as when called
+# normally, and as rdma-core alone does. Relinked and preloaded, plain,
+# with both features, with the trace alone (hints), and with the fabric
+# join and the trace (fabric).
+set -uo pipefail
+source "$(dirname "$0")/../lib.sh"
+W=$(mktemp -d)
+trap 'mkdir -p "$RESULTS_DIR/stack" && cp -r "$W"/. "$RESULTS_DIR/stack/"; rm -rf "$W"' EXIT
+DEV=${STACK_DEV:-rxe1}
+# 4 KiB with the C caller's share kept out: 3.5 KiB of ours.
+BUDGET=${STACK_BUDGET:-3584}
+
+# rdma-core alone: the reference answers (the five verbs; no rsverbs_*).
+timeout 120 env -u LD_PRELOAD -u RSVERBS_TRACE -u RSVERBS_MCAST_IPJOIN "$BIN/stack" "$DEV" normal > "$W/rdma-core" 2> "$W/rdma-core.err"
+check "rdma-core alone: exits 0" test $? -eq 0
+
+for mode in relinked preload; do
+  if [ $mode = relinked ]; then P=("$BIN/stack.rsv"); else P=(env LD_PRELOAD="$RSVERBS_LIB" "$BIN/stack"); fi
+  # hints: the trace alone, whose attach then writes hint[no-ip-join]
+  # (its /proc reads and its longest line) instead of the IP join's lines.
+  # fabric: the fabric join's engine (rdma_cm, docs/fabric-join.md) with
+  # the trace, its event read and its hints written inside the attach.
+  for feat in plain features hints fabric; do
+    E=(-u RSVERBS_TRACE -u RSVERBS_MCAST_IPJOIN)
+    [ $feat = features ] && E=(RSVERBS_MCAST_IPJOIN=1 RSVERBS_TRACE="hints:$W/$mode.$feat.trace")
+    [ $feat = hints ] && E=(-u RSVERBS_MCAST_IPJOIN RSVERBS_TRACE="hints:$W/$mode.$feat.trace")
+    [ $feat = fabric ] && E=(-u RSVERBS_MCAST_IPJOIN RSVERBS_MCAST_FABRICJOIN=roce RSVERBS_TRACE="hints:$W/$mode.$feat.trace")
+    l=$mode.$feat
+    timeout 120 env "${E[@]}" "${P[@]}" "$DEV" measure "$BUDGET" > "$W/$l.measure" 2> "$W/$l.measure.err"
+    rc=$?
+    sed "s/^/stack: $l: /" "$W/$l.measure"
+    check "$l: served by librsverbs" grep -q 'served-by ibv_attach_mcast=librsverbs.so.1' "$W/$l.measure.err"
+    check "$l: every export measured ($(grep -c 'first=' "$W/$l.measure") calls)" test "$(grep -c 'first=' "$W/$l.measure")" -ge 17
+    peak=$(awk '/first=/ { for (i = 3; i <= 4; i++) { split($i, a, "="); if (a[2] > m) { m = a[2]; w = $1 " " $2 } } } END { print m " (" w ")" }' "$W/$l.measure")
+    check "$l: every export within $BUDGET bytes of stack (rc $rc, deepest $peak)" test "$rc" -eq 0
+    if [ $feat = features ]; then
+      check "$l: the calls were traced, the file opened again, the groups joined" \
+        test "$(grep -c 'ibv_attach_mcast' "$W/$l.trace" 2>/dev/null)" -ge 2 -a "$(grep -c 'ipjoin join' "$W/$l.trace" 2>/dev/null)" -ge 2
+    elif [ $feat = fabric ]; then
+      check "$l: the calls were traced, the groups joined through rdma_cm" \
+        test "$(grep -c 'fabricjoin joined' "$W/$l.trace" 2>/dev/null)" -ge 2
+    elif [ $feat = hints ]; then
+      check "$l: the calls were traced with their hints" grep -q 'hint\[no-ip-join\]' "$W/$l.trace"
+    fi
+    timeout 120 env "${E[@]}" "${P[@]}" "$DEV" normal > "$W/$l.normal" 2> "$W/$l.normal.err"
+    check "$l: called normally, exits 0" test $? -eq 0
+    timeout 120 env "${E[@]}" "${P[@]}" "$DEV" signal > "$W/$l.signal" 2> "$W/$l.signal.err"
+    rc=$?
+    check "$l: every call from a handler on an 8 KiB sigaltstack, exits 0 (rc $rc)" test "$rc" -eq 0
+    check "$l: the handler's answers equal the normal calls' ($(wc -l < "$W/$l.normal") lines)" diff -u "$W/$l.normal" "$W/$l.signal"
+    check "$l: the verbs' answers equal rdma-core's" diff -u "$W/rdma-core" <(grep -v '^rsverbs_' "$W/$l.signal")
+  done
+done
+finish
