@@ -189,6 +189,7 @@ impl Channel {
     /// `w.group`, a full member) and waits at most [`JOIN_WAIT_MS`] for the
     /// answer. The events read meanwhile, this join's included, are kept
     /// for [`Channel::report`].
+    #[inline(never)]
     pub fn join(&mut self, counts: &mut Counts<Handle>, w: &Want) -> Result<Handle, (&'static str, c_int)> {
         let (ifindex, bind, group, mgid, asked) = (w.ifindex, &w.bind, &w.group, &w.mgid, w.asked);
         let fd = self.fd(counts).map_err(|e| ("open", e))?;
@@ -217,6 +218,7 @@ impl Channel {
     /// ENOENT when the handle is not this fd's: ucma.c
     /// `ucma_leave_multicast` checks the owner, so nothing of another
     /// file's is ever left).
+    #[inline(never)]
     pub fn leave(&mut self, counts: &mut Counts<Handle>, h: Handle) -> Result<(), c_int> {
         if self.fd < 0 || !self.is_ours() {
             self.forget(counts);

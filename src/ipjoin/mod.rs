@@ -256,6 +256,7 @@ impl State {
     /// The fabric join's part of [`State::after_mcast`] (cm.rs,
     /// docs/fabric-join.md): join through rdma_cm after the first attach of
     /// a group on the port (per bound netdev), leave after its last detach.
+    #[inline(never)]
     fn fabric_after_mcast(&mut self, v: &McastView, rc: c_int, all_ports: bool) {
         let (Some(q), Some(mgid)) = (v.qp, v.mgid) else { return };
         if rc != 0 || !mgid.is_multicast() {
@@ -298,6 +299,7 @@ impl State {
     }
 
     /// The IP-level join's part of [`State::after_mcast`].
+    #[inline(never)]
     fn ip_after_mcast(&mut self, v: &McastView, rc: c_int) {
         let (Some(q), Some(mgid)) = (v.qp, v.mgid) else { return };
         // A refused call changed nothing in the kernel: nothing to join or
@@ -359,6 +361,7 @@ fn no_memory() {
 /// address (the `no-ipoib` hint). With the QP's Q_Key, from the same
 /// QUERY_QP.
 type Target = (u32, cm::Addr, cm::Addr, Option<u32>);
+#[inline(never)]
 fn fabric_target(ctx: &Context, handle: u32, mgid: &Mgid, all_ports: bool) -> Option<Result<Target, u32>> {
     let dev = ctx.dev.as_ref()?;
     let facts = crate::port::qp_facts(ctx.key, handle, dev);
@@ -381,6 +384,7 @@ fn fabric_target(ctx: &Context, handle: u32, mgid: &Mgid, all_ports: bool) -> Op
 /// `mlid-mismatch` hint, a group Q_Key other than the QP's a
 /// `qkey-mismatch` one (rdma_cm senders use the group's: mckey.c takes
 /// `remote_qkey` from the join event).
+#[inline(never)]
 fn fabric_note(o: cm::Outcome) {
     if !crate::trace::registry_on() {
         return;
@@ -388,9 +392,11 @@ fn fabric_note(o: cm::Outcome) {
     match o {
         cm::Outcome::Joined { ifindex, mgid, qkey, mlid, asked } => {
             let name = crate::port::name_here(ifindex);
+            let g = crate::trace::format::short::<128>(&mgid);
             crate::trace::note(format_args!(
-                "fabricjoin joined netdev={} ifindex={ifindex} {mgid} mlid={mlid:#06x} qkey={qkey:#010x}",
-                name.as_deref().unwrap_or("?")
+                "fabricjoin joined netdev={} ifindex={ifindex} {} mlid={mlid:#06x} qkey={qkey:#010x}",
+                name.as_deref().unwrap_or("?"),
+                g.as_str()
             ));
             if mlid != 0 && mlid != asked.lid {
                 crate::trace::mlid_mismatch(&mgid, asked.lid, mlid);
@@ -411,17 +417,22 @@ fn fabric_note(o: cm::Outcome) {
 /// `fabricjoin join|leave|lost netdev=NAME ifindex=N mgid=… [step=S]
 /// result=R` (`step`: where a failed join stopped, see cm::Outcome); a
 /// failed join or a lost one is also a `fabric-join-failed` hint.
+#[inline(never)]
 fn note_fabric(what: &str, step: &str, ifindex: u32, mgid: &Mgid, rc: c_int) {
     if !crate::trace::registry_on() {
         return;
     }
     let name = crate::port::name_here(ifindex);
     let name = name.as_deref().unwrap_or("?");
+    // The MGID written apart, before the line's buffer is on the stack
+    // (docs/security.md, the stack budget).
+    let g = crate::trace::format::short::<128>(mgid);
+    let g = g.as_str();
     if rc == 0 {
-        crate::trace::note(format_args!("fabricjoin {what} netdev={name} ifindex={ifindex} {mgid} result=0"));
+        crate::trace::note(format_args!("fabricjoin {what} netdev={name} ifindex={ifindex} {g} result=0"));
         return;
     }
-    crate::trace::note(format_args!("fabricjoin {what} netdev={name} ifindex={ifindex} {mgid} step={step} result={}", Res(rc)));
+    crate::trace::note(format_args!("fabricjoin {what} netdev={name} ifindex={ifindex} {g} step={step} result={}", Res(rc)));
     if what != "leave" {
         crate::trace::fabric_join_failed(name, mgid, step, rc, what == "lost");
     }
