@@ -2,6 +2,7 @@
  * checked against the installed <infiniband/verbs.h>, and the rdma_cm
  * commands it writes (src/uverbs/cm.rs, by position) against
  * <rdma/rdma_user_cm.h>. Compiling is the test. */
+#define _DEFAULT_SOURCE /* htobe32, which <infiniband/ib.h> uses, under -std=c11 */
 #include <infiniband/verbs.h>
 #include <infiniband/ib.h>
 #include <rdma/rdma_user_cm.h>
