@@ -128,7 +128,8 @@ impl Channel {
         let _ = crate::os::try_push(&mut self.outcomes, o);
     }
 
-    /// Whether the fd is still rsverbs' (see the module's comment).
+    /// Whether the fd is still rsverbs' (see the module's comment); false
+    /// when there is none.
     fn is_ours(&self) -> bool {
         self.fd >= 0 && crate::sys::fcntl(self.fd, F_GETSIG, 0) == Ok(MARK) && rdev(self.fd) == Some(self.rdev)
     }
@@ -139,6 +140,7 @@ impl Channel {
         if self.fd >= 0 && !self.is_ours() {
             self.forget(counts);
         }
+        // Checked once here for the whole join: its event reads (drain) trust it.
         if self.fd >= 0 {
             return Ok(self.fd);
         }
@@ -220,7 +222,7 @@ impl Channel {
     /// file's is ever left).
     #[inline(never)]
     pub fn leave(&mut self, counts: &mut Counts<Handle>, h: Handle) -> Result<(), c_int> {
-        if self.fd < 0 || !self.is_ours() {
+        if !self.is_ours() {
             self.forget(counts);
             return Err(libc::EBADF);
         }
@@ -233,12 +235,10 @@ impl Channel {
 
     /// Reads every queued event (none blocks: the fd is O_NONBLOCK) and
     /// keeps its outcome; stops after the event of join `until` when it is
-    /// not 0. Out of line: its 336-byte event is on the stack only here.
+    /// not 0. The caller (join, leave) has just found the fd ours. Out of
+    /// line: its 336-byte event is on the stack only here.
     #[inline(never)]
     fn drain(&mut self, counts: &mut Counts<Handle>, until: u32) {
-        if self.fd < 0 || !self.is_ours() {
-            return;
-        }
         loop {
             let mut resp = [0u8; cm::EVENT_RESP_LEN];
             if cm::send(self.fd, &cm::get_event(resp.as_mut_ptr() as u64)).is_err() {
@@ -286,10 +286,7 @@ impl Channel {
     /// The atfork child: the fd is the parent's (its memberships too):
     /// closed if still ours, nothing left. No allocation or free.
     pub fn close_in_child(&mut self) {
-        if self.fd >= 0 && self.is_ours() {
-            crate::sys::close(self.fd);
-        }
-        self.fd = -1;
+        self.close_fd();
         core::mem::forget(core::mem::take(&mut self.ids));
         core::mem::forget(core::mem::take(&mut self.pending));
         core::mem::forget(core::mem::take(&mut self.outcomes));
@@ -298,13 +295,21 @@ impl Channel {
     /// At unload: closing the fd leaves every group (the kernel's
     /// `ucma_close`).
     pub fn close(&mut self) {
-        if self.fd >= 0 && self.is_ours() {
-            crate::sys::close(self.fd);
-        }
-        self.fd = -1;
+        self.close_fd();
         self.ids = Vec::new();
         self.pending = Vec::new();
         self.outcomes = Vec::new();
+    }
+}
+
+impl Channel {
+    /// Closes the fd if it is still ours (never the program's), and
+    /// forgets it. fcntl, fstat and close only: async-signal-safe.
+    fn close_fd(&mut self) {
+        if self.is_ours() {
+            crate::sys::close(self.fd);
+        }
+        self.fd = -1;
     }
 }
 

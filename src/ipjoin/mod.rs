@@ -32,7 +32,7 @@ mod sock;
 use crate::mgid::Mgid;
 use crate::trace::format::Res;
 use crate::env::{FIRST_STATE, Switch};
-use crate::view::{Context, McastView};
+use crate::view::{Context, McastView, Qp};
 use alloc::vec::Vec;
 use core::cell::UnsafeCell;
 use core::ffi::c_int;
@@ -245,11 +245,17 @@ impl State {
     #[cold]
     #[inline(never)]
     pub fn after_mcast(&mut self, v: &McastView, rc: c_int) {
+        let (Some(q), Some(mgid)) = (v.qp, v.mgid) else { return };
+        // A refused call changed nothing in the kernel: nothing to join or
+        // leave (a refused detach keeps the membership).
+        if rc != 0 || !mgid.is_multicast() {
+            return;
+        }
         if ip_on() {
-            self.ip_after_mcast(v, rc);
+            self.ip_after_mcast(v, q, mgid);
         }
         if let Some(all_ports) = fabric_mode() {
-            self.fabric_after_mcast(v, rc, all_ports);
+            self.fabric_after_mcast(v, q, mgid, all_ports);
         }
     }
 
@@ -257,11 +263,7 @@ impl State {
     /// docs/fabric-join.md): join through rdma_cm after the first attach of
     /// a group on the port (per bound netdev), leave after its last detach.
     #[inline(never)]
-    fn fabric_after_mcast(&mut self, v: &McastView, rc: c_int, all_ports: bool) {
-        let (Some(q), Some(mgid)) = (v.qp, v.mgid) else { return };
-        if rc != 0 || !mgid.is_multicast() {
-            return;
-        }
+    fn fabric_after_mcast(&mut self, v: &McastView, q: Qp, mgid: Mgid, all_ports: bool) {
         let key = q.key;
         let Ok(stale) = self.fabric.forget_stale(key, q.qpn) else { return no_memory() };
         for (_, _, h) in stale {
@@ -300,13 +302,7 @@ impl State {
 
     /// The IP-level join's part of [`State::after_mcast`].
     #[inline(never)]
-    fn ip_after_mcast(&mut self, v: &McastView, rc: c_int) {
-        let (Some(q), Some(mgid)) = (v.qp, v.mgid) else { return };
-        // A refused call changed nothing in the kernel: nothing to join or
-        // leave (a refused detach keeps the membership).
-        if rc != 0 || !mgid.is_multicast() {
-            return;
-        }
+    fn ip_after_mcast(&mut self, v: &McastView, q: Qp, mgid: Mgid) {
         let key = q.key;
         // Attachments of an older QP at this key (its context closed with
         // groups attached): left before this call is counted.
