@@ -230,6 +230,9 @@ int main(int argc, char **argv)
 	netdev = argv[2];
 	bindaddr = argv[3];
 	ctx = open_by_name(argv[1]);
+	/* Also the relinked build's reference to the verbs (librsverbs first):
+	 * without one, --as-needed would drop librsverbs from it. */
+	print_served_by(stderr);
 	rs_join = (member_fn)dlsym(RTLD_DEFAULT, "rsverbs_mcast_join");
 	rs_leave = (member_fn)dlsym(RTLD_DEFAULT, "rsverbs_mcast_leave");
 	const char *lib = !strcmp(what, "seq") ? argv[5] : argc >= 8 ? argv[6] : "rsverbs";

@@ -74,6 +74,7 @@ seq_run relinked rsverbs -- "$P.rsv"
 seq_run cm rsverbs RSVERBS_MCAST_FABRICJOIN=roce LD_PRELOAD="$RSVERBS_LIB" "$P"
 seq_run cmrelinked rsverbs RSVERBS_MCAST_FABRICJOIN=roce "$P.rsv"
 for m in preload relinked cm cmrelinked; do
+	check "seq $m: served by librsverbs" grep -q 'served-by ibv_attach_mcast=librsverbs.so.1' "$W/seq.$m.err"
 	check "seq $m: every answer and membership is librdmacm's" diff -u "$W/seq.rdmacm" "$W/seq.$m"
 done
 check "seq: rsverbs' functions are not there without rsverbs (exit 2)" \

@@ -52,9 +52,15 @@ const F_GETSIG: c_int = 11;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Handle(pub u32);
 
-/// One rdma_cm ID, bound to a netdev's address.
+/// One rdma_cm ID, bound to a netdev's address, for the joins of one
+/// join state: the kernel leaves a membership found by its address on the
+/// ID (cma.c `rdma_leave_multicast` takes the first of the ID's `mc_list`
+/// with that address, the newest), so a send-only and a full join of one
+/// group on one ID could not be left apart (seen on 6.1: the send-only
+/// leave ended the full member's IGMP membership).
 struct Bound {
     ifindex: u32,
+    flags: u16,
     id: u32,
 }
 
@@ -180,11 +186,12 @@ impl Channel {
         counts.forget_held(|_| true);
     }
 
-    /// The ID bound to `ifindex`'s address `addr`, created and bound on
-    /// first use (an ID whose bind failed is destroyed at once).
+    /// The ID bound to `ifindex`'s address `addr` for joins in the state
+    /// `flags`, created and bound on first use (an ID whose bind failed is
+    /// destroyed at once).
     #[inline(never)]
-    fn id_for(&mut self, fd: c_int, ifindex: u32, addr: &Addr) -> Result<u32, (&'static str, c_int)> {
-        if let Some(b) = self.ids.iter().find(|b| b.ifindex == ifindex) {
+    fn id_for(&mut self, fd: c_int, ifindex: u32, addr: &Addr, flags: u16) -> Result<u32, (&'static str, c_int)> {
+        if let Some(b) = self.ids.iter().find(|b| b.ifindex == ifindex && b.flags == flags) {
             return Ok(b.id);
         }
         if self.ids.try_reserve(1).is_err() {
@@ -197,7 +204,7 @@ impl Channel {
             destroy(fd, id);
             return Err(("bind", e));
         }
-        self.ids.push(Bound { ifindex, id });
+        self.ids.push(Bound { ifindex, flags, id });
         Ok(id)
     }
 
@@ -213,7 +220,7 @@ impl Channel {
         if self.pending.try_reserve(1).is_err() {
             return Err(("join", libc::ENOMEM));
         }
-        let id = self.id_for(fd, ifindex, bind)?;
+        let id = self.id_for(fd, ifindex, bind, w.flags)?;
         let mut resp = [0u8; cm::ID_RESP_LEN];
         cm::send(fd, &cm::join(resp.as_mut_ptr() as u64, u64::from(ifindex), id, group, w.flags))
             .map_err(|e| ("join", e))?;

@@ -71,10 +71,10 @@ pub fn join(ctx: &Context, port: u32, mgid: Mgid, kind: Kind) -> Result<(), c_in
     super::exclusive(|st| st.member_join(ctx, &dev, port, eth, mgid, kind)).unwrap_or(Err(libc::EDEADLK))
 }
 
-/// `rsverbs_mcast_leave`'s work.
+/// `rsverbs_mcast_leave`'s work: the arguments checked as the join's.
 pub fn leave(ctx: &Context, port: u32, mgid: Mgid, kind: Kind) -> Result<(), c_int> {
     let Some(dev) = ctx.dev else { return Err(libc::EINVAL) };
-    if !mgid.is_multicast() {
+    if !mgid.is_multicast() || ethernet(&dev, port).is_none() {
         return Err(libc::EINVAL);
     }
     super::exclusive(|st| st.member_leave(&dev, port, mgid, kind)).unwrap_or(Err(libc::EDEADLK))
