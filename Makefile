@@ -248,12 +248,12 @@ deps:
 # Every build installs what it needs first, for a fresh Debian 12 machine
 # (tools/deps.sh --build): the Rust and C toolchains and libibverbs-dev;
 # python3-pip while LINKER=zig's zig is not fetched; for another ARCH, its
-# cross gcc and Rust standard library (rustup's, or Debian's
-# libstd-rust-web-dev:ARCH through multiarch). One dpkg query when nothing
-# is missing.
+# cross gcc and Rust standard library (rustup's, or with Debian's rustc-web
+# libstd-rust-web-dev:ARCH and libibverbs-dev:ARCH through multiarch:
+# docs/architectures.md). One dpkg query when nothing is missing.
 deps-build:
 	@tools/deps.sh --build $(if $(filter zig,$(LINKER)),$(if $(wildcard $(ZIG)),none,zig),none) $(if $(CARGO_ARCH),$(ARCH_DEB))
-$(STATICLIB) $(TOOL_BIN) $(EXAMPLE) $(ZIG): | deps-build
+$(STATICLIB) $(TOOL_BIN) $(EXAMPLE) $(RECEIVER) $(ZIG): | deps-build
 
 deps-cbindgen:
 	@command -v cbindgen >/dev/null && cbindgen --version | grep -q ' $(CBINDGEN_VERSION)$$' \

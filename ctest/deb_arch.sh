@@ -101,7 +101,7 @@ for a in $ARCHES; do
   dpkg-deb -x "$deb/rsverbs-tools_"*"_$a.deb" "$x"
   for f in usr/lib/$T/librsverbs.so.1.0.0 usr/bin/rsverbs; do
     check "$a: /$f is ${ARCH_ELF%|*}, ${ARCH_ELF#*|}" \
-      bash -c "h=\$(readelf -h '$x/$f') && grep -q 'Machine: *${ARCH_ELF%|*}' <<<\"\$h\" && grep -q 'Data:.*${ARCH_ELF#*|}' <<<\"\$h\""
+      elf_is "$x/$f" "${ARCH_ELF%|*}" "${ARCH_ELF#*|}"
   done
   rm -rf "$x"
   dep_lib=$(dpkg-deb -f "$deb/librsverbs1_"*"_$a.deb" Depends)

@@ -6,6 +6,14 @@
 # and ctest/abi.sh (whose other-linker twin uses the host's cached zig,
 # bound in read-only).  The crates are vendored on the host; the root builds
 # in a network namespace of its own, with no network at all.
+# Then, in another overlay of the same root, `make ARCH=arm64` from nothing:
+# the Makefile's own dependency step (tools/deps.sh --build) adds the
+# architecture to dpkg and installs the cross gcc, libstd-rust-web-dev:arm64
+# and libibverbs-dev:arm64 with apt-get from the mirror (that run shares the
+# host's network; cargo stays offline on the vendored crates), and the
+# library it links is an aarch64 ELF with the native build's exports.
+# apt's .deb files are kept on the host between runs (FR_DIR/cross-debs).
+# RSVERBS_FRESHROOT_ARCHES names the architectures (default arm64; "" none).
 #
 #   ctest/freshroot.sh            build (cached) the root, then build and check in it
 #   ctest/freshroot.sh prepare    only make sure the root exists; prints its path
@@ -143,10 +151,13 @@ freshroot_tar() {
 # at /src, vendored crates at /vendor (CARGO_HOME /root/.cargo replaces
 # crates.io with them, offline), the host's zig at $RSVERBS_CACHE=/cache, and
 # BIND entries "HOSTDIR:ROOTDIR[:ro]".  WORKDIR (on the cache's file system)
-# holds the overlay's upper layer; the caller removes it.
+# holds the overlay's upper layer; the caller removes it.  FR_NET=host
+# shares the host's network (and its /etc/resolv.conf) instead: for a run
+# whose apt-get reaches the mirror.
 freshroot_run() {
-	local work=$1 script=$2
+	local work=$1 script=$2 net=--net
 	shift 2
+	[[ ${FR_NET:-none} != host ]] || net=
 	mkdir -p "$work/upper/src" "$work/upper/vendor" "$work/upper/cache/zig-cache" \
 		"$work/upper/root/.cargo" "$work/work" "$work/merged"
 	freshroot_tar | tar -C "$work/upper/src" -xf -
@@ -156,17 +167,18 @@ freshroot_run() {
 	local zig
 	zig=$FR_CACHE/zig-$(sed -n 's/^ZIG_VERSION *:= *//p' "$FR_REPO/Makefile")
 	mkdir -p "$FR_DIR/zig-cache"
-	# shellcheck disable=SC2016 # expanded by the inner shell
-	unshare --mount --net --fork bash -c '
+	# shellcheck disable=SC2016,SC2086 # expanded by the inner shell; $net: one option or none
+	unshare --mount $net --fork bash -c '
 		set -e
-		w=$1 root=$2 vendor=$3 zig=$4 zigcache=$5; shift 5
-		ip link set lo up 2>/dev/null || true
+		w=$1 root=$2 vendor=$3 zig=$4 zigcache=$5 net=$6; shift 6
+		if [ -n "$net" ]; then ip link set lo up 2>/dev/null || true; fi
 		mount -t overlay overlay -o "lowerdir=$root,upperdir=$w/upper,workdir=$w/work" "$w/merged"
 		m=$w/merged
 		mount -t proc proc "$m/proc"
 		mount --rbind /dev "$m/dev"
 		mount --bind -o ro "$vendor" "$m/vendor"
 		mount --bind "$zigcache" "$m/cache/zig-cache"
+		if [ -z "$net" ]; then mount --bind -o ro /etc/resolv.conf "$m/etc/resolv.conf"; fi
 		if [ -x "$zig/ziglang/zig" ]; then mkdir -p "$m/cache/${zig##*/}"; mount --bind -o ro "$zig" "$m/cache/${zig##*/}"; fi
 		for b in "$@"; do
 			IFS=: read -r h r o <<<"$b"
@@ -176,7 +188,7 @@ freshroot_run() {
 		exec chroot "$m" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 TERM=dumb \
 			CARGO_HOME=/root/.cargo RSVERBS_CACHE=/cache DEBIAN_FRONTEND=noninteractive \
 			bash -o pipefail /run.sh
-	' fr "$work" "$FR_ROOT" "$FR_VENDOR" "$zig" "$FR_DIR/zig-cache" "$@"
+	' fr "$work" "$FR_ROOT" "$FR_VENDOR" "$zig" "$FR_DIR/zig-cache" "$net" "$@"
 }
 
 # Inside the root: the build, then the host-side suites, their results
@@ -199,6 +211,73 @@ SUITE=freshroot-abi RESULTS_DIR=/results RSVERBS_BUILD=/src/build ctest/abi.sh >
 grep -E "^FAIL|passed" /results/freshroot-abi.log
 exit $rc
 '
+
+# Inside the root, for the architecture in $A (set in front of it): the
+# root is Debian 12 with its own toolchain and nothing of A (no foreign
+# architecture, no cross gcc, no standard library of the target), then
+# `make ARCH=$A`, the new user's command, installs what it needs and builds.
+# shellcheck disable=SC2016 # run by bash in the root
+FR_ARCH_SCRIPT='
+cd /src
+RSVERBS_ARCH=$A . testbed/arch.sh
+t=$ARCH_RUST-unknown-linux-gnu
+if command -v rustup >/dev/null || [ -e /root/.rustup ]; then echo "FAIL rustup present"; fi
+if [ -n "$(dpkg --print-foreign-architectures)" ] || command -v "$ARCH_RUST-linux-gnu-gcc" >/dev/null ||
+	[ -e "/usr/lib/rustlib/$t" ]; then
+	echo "FAIL preinstalled: the root already has something of $A ($(dpkg --print-foreign-architectures))"
+fi
+s=$(date +%s)
+if make ARCH="$A" >"/results/freshroot-$A-make.log" 2>&1; then
+	echo "BUILT make ARCH=$A in $(( $(date +%s) - s )) s"
+else
+	tail -n 40 "/results/freshroot-$A-make.log"; echo "FAILED make ARCH=$A"
+fi
+echo "FOREIGN $(dpkg --print-foreign-architectures | tr "\n" " ")"
+echo "INSTALLED $(dpkg-query -W -f="\${Package}:\${Architecture}\n" | grep -c ":$ARCH_DEB\$") packages of $ARCH_DEB;" \
+	"$(grep -E "^build: (installing|dpkg --add-architecture)" "/results/freshroot-$A-make.log" | tr "\n" " ")"
+'
+
+# freshroot_arch ARCH REF: FR_ARCH_SCRIPT in a fresh overlay of FR_ROOT with
+# the host's network, apt's archives at FR_DIR/cross-debs (one run at a
+# time); then, on the host, the library, the command and the example are
+# ARCH's ELF, and the library has REF's exports and version definitions.
+freshroot_arch() {
+	local a=$1 ref=$2 work log rc=0 t=$SECONDS b f
+	# shellcheck source=testbed/arch.sh
+	RSVERBS_ARCH=$a . testbed/arch.sh
+	a=$ARCH_DEB
+	work=$FR_DIR/run.$$.$a
+	rm -rf "$work"
+	mkdir -p "$FR_DIR/cross-debs/partial"
+	log=$(
+		exec 9>"$FR_DIR/cross-debs.lock"
+		flock 9
+		FR_NET=host freshroot_run "$work" "A=$a$FR_ARCH_SCRIPT" \
+			"$RESULTS_DIR:/results" "$FR_DIR/cross-debs:/var/cache/apt/archives" 2>&1
+	) || rc=$?
+	printf '%s\n' "$log"
+	# shellcheck disable=SC2016 # bash -c's own $1 and $2
+	check "$a: no rustup in the root, and nothing of $a before make (no foreign architecture, cross gcc or std)" \
+		bash -c '! grep -Eq "^FAIL (rustup|preinstalled)" <<<"$1"' _ "$log"
+	if grep -q '^BUILT' <<<"$log" && [ "$rc" = 0 ]; then
+		pass "$a: make ARCH=$a from nothing, Debian's rustc-web, $(sed -n 's/^BUILT make ARCH=[^ ]* //p' <<<"$log") ($(sed -n 's/^INSTALLED \([0-9]*\).*/\1/p' <<<"$log") packages of $a installed by make)"
+	else
+		fail "$a: make ARCH=$a from nothing (log: $RESULTS_DIR/freshroot-$a-make.log)"
+	fi
+	# shellcheck disable=SC2016 # bash -c's own $1 and $2
+	check "$a: make added the architecture to dpkg and installed libstd-rust-web-dev:$a and libibverbs-dev:$a itself" \
+		bash -c 'grep -q "^FOREIGN $2 " <<<"$1" && grep -q "^INSTALLED.*build: installing.*libstd-rust-web-dev:$2 libibverbs-dev:$2" <<<"$1"' _ "$log" "$a"
+	b=$work/upper/src/$ARCH_BUILD
+	check "$a: $ARCH_BUILD/librsverbs.so.1 is ${ARCH_ELF%|*}, ${ARCH_ELF#*|}, with the native build's exports and version definitions" \
+		same_abi "$b/librsverbs.so.1" "$ref" "${ARCH_ELF%|*}" "${ARCH_ELF#*|}"
+	for f in rsverbs examples/attach examples/receiver; do
+		check "$a: $ARCH_BUILD/$f is ${ARCH_ELF%|*}" elf_is "$b/$f" "${ARCH_ELF%|*}" "${ARCH_ELF#*|}"
+	done
+	rm -rf "$work"
+	# .debs no run has read for two weeks (superseded versions).
+	find "$FR_DIR/cross-debs" -maxdepth 1 -name '*.deb' -atime +14 -delete 2>/dev/null || true
+	echo "freshroot: $a: $((SECONDS - t)) s"
+}
 
 freshroot_main() {
 	cd "$FR_REPO" || exit 1
@@ -228,7 +307,6 @@ freshroot_main() {
 	local t1=$SECONDS rc=0 log
 	log=$(freshroot_run "$work" "$FR_SCRIPT" "$out:/results" 2>&1) || rc=$?
 	printf '%s\n' "$log"
-	rm -rf "$work"
 	# shellcheck disable=SC2016 # bash -c's own $1
 	check "no rustup in the root" bash -c '! grep -q "^FAIL rustup" <<<"$1"' _ "$log"
 	if grep -q '^BUILT' <<<"$log"; then
@@ -237,7 +315,12 @@ freshroot_main() {
 		fail "make LINKER=gnu in the root, offline"
 	fi
 	check "unit and ABI suites pass in the root (results: freshroot-unit, freshroot-abi)" [ "$rc" = 0 ]
-	echo "freshroot: wall time $((SECONDS - t0)) s ($cold root; build and checks $((SECONDS - t1)) s)"
+	local t2=$SECONDS a
+	for a in ${RSVERBS_FRESHROOT_ARCHES-arm64}; do
+		freshroot_arch "$a" "$work/upper/src/build/librsverbs.so.1"
+	done
+	rm -rf "$work"
+	echo "freshroot: wall time $((SECONDS - t0)) s ($cold root; build and checks $((t2 - t1)) s; other architectures $((SECONDS - t2)) s)"
 	finish
 }
 

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by the ctest/*.sh suites: result lines and the tally that
 # ctest/summary.sh prints as "N passed, N failed" at the end of make check.
 RESULTS_DIR=${RESULTS_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/out}
@@ -77,3 +78,11 @@ exports() {
 }
 # verdefs LIB: its version definitions, sorted.
 verdefs() { readelf -V -W "$1" | sed -n '/^Version definition/,/^Version needs/p' | grep -o 'Name: [^ ]*' | sort; }
+# elf_is LIB MACHINE ORDER: readelf -h names them (testbed/arch.sh ARCH_ELF,
+# "MACHINE|ORDER").
+elf_is() { local h; h=$(readelf -h "$1") && grep -q "Machine: *$2" <<< "$h" && grep -q "Data:.*$3" <<< "$h"; }
+# same_abi LIB REF MACHINE ORDER: elf_is LIB, and REF's (another
+# architecture's build of the library) exports and version definitions.
+same_abi() {
+  elf_is "$1" "$3" "$4" && [ "$(exports "$1")" = "$(exports "$2")" ] && [ "$(verdefs "$1")" = "$(verdefs "$2")" ]
+}

@@ -58,43 +58,58 @@ rust_toolchain() {
 }
 # cross TAG ARCH [PKG...] (arm64, ppc64el, s390x, or the toolchain's
 # aarch64, powerpc64le): the cross C compiler and libc, the PKGs, and the
-# Rust standard library of the target (docs/architectures.md): rustup's
-# when the toolchain is rustup's, else Debian's, the package of the rustc on
-# PATH (libstd-rust-web-dev for rustc-web) of ARCH, through multiarch (dpkg
-# --add-architecture ARCH: the host's own Debian 12 sources).
+# Rust standard library of the target (docs/architectures.md), chosen by
+# whose rustc is on PATH:
+#   - Debian's (rustc-web; rustc): its package's standard library of ARCH,
+#     libstd-rust-web-dev:ARCH (libstd-rust-dev:ARCH), through multiarch
+#     (dpkg --add-architecture ARCH: the machine's own Debian 12 sources),
+#     and with it libibverbs-dev:ARCH, which the cross gcc then finds for
+#     the command's and the example's link (no tools/cross-sysroot.sh);
+#   - any other (rustup's): rustup target add, when its sysroot lacks the
+#     target; libibverbs of ARCH then comes from tools/cross-sysroot.sh.
+# One apt-get update and one apt-get install for all of it when something
+# is missing; one dpkg query when nothing is.
 cross() {
-  local tag=$1 t std pkg
+  local tag=$1 t std="" rustc pkg pkgs
   # shellcheck source=testbed/arch.sh
   RSVERBS_ARCH=${2:?--cross ARCH} . testbed/arch.sh
   shift 2
-  install_missing "$tag" "gcc-$ARCH_RUST-linux-gnu" "libc6-dev-$ARCH_DEB-cross" "$@"
+  pkgs=("gcc-$ARCH_RUST-linux-gnu" "libc6-dev-$ARCH_DEB-cross" "$@")
   t=$ARCH_RUST-unknown-linux-gnu
   has_std() { rustc --print sysroot 2>/dev/null | xargs -I{} test -d "{}/lib/rustlib/$t"; }
+  rustc=$(command -v rustc) || { echo "$tag: no rustc on PATH" >&2; exit 1; }
+  pkg=$(dpkg -S "$rustc" 2>/dev/null | cut -d: -f1) || true
+  case $pkg in
+    rustc-web) std=libstd-rust-web-dev ;;
+    rustc) std=libstd-rust-dev ;;
+  esac
+  if [ -n "$std" ]; then
+    # The same version as the rustc of the host (Multi-Arch: same).
+    pkgs+=("$std:$ARCH_DEB" "libibverbs-dev:$ARCH_DEB")
+    if ! dpkg --print-foreign-architectures | grep -qx "$ARCH_DEB"; then
+      [ "$(id -u)" = 0 ] || {
+        echo "$tag: the $ARCH_DEB packages of Debian's $pkg need multiarch; run as root or:" \
+          "sudo dpkg --add-architecture $ARCH_DEB && sudo apt-get update && sudo apt-get install ${pkgs[*]}" >&2
+        exit 1
+      }
+      echo "$tag: dpkg --add-architecture $ARCH_DEB (for $std:$ARCH_DEB, libibverbs-dev:$ARCH_DEB)"
+      dpkg --add-architecture "$ARCH_DEB"
+    fi
+  fi
+  install_missing "$tag" "${pkgs[@]}"
   has_std && return 0
+  if [ -n "$std" ]; then
+    echo "$tag: $std:$ARCH_DEB installed, yet $rustc finds no $t" >&2
+    exit 1
+  fi
   if command -v rustup >/dev/null; then
     echo "$tag: rustup target add $t"
     rustup target add "$t" >/dev/null 2>&1 || { echo "$tag: rustup target add $t failed" >&2; exit 1; }
     return 0
   fi
-  pkg=$(dpkg -S "$(command -v rustc)" 2>/dev/null | cut -d: -f1) || true
-  case $pkg in
-    rustc-web) std=libstd-rust-web-dev ;;
-    rustc) std=libstd-rust-dev ;;
-    *) echo "$tag: no Rust standard library for $t: the rustc on PATH ($(command -v rustc || echo none))" \
-         "is neither rustup's nor Debian's" >&2; exit 1 ;;
-  esac
-  if ! dpkg --print-foreign-architectures | grep -qx "$ARCH_DEB"; then
-    [ "$(id -u)" = 0 ] || {
-      echo "$tag: missing $std:$ARCH_DEB; run as root or: sudo dpkg --add-architecture $ARCH_DEB" \
-        "&& sudo apt-get update && sudo apt-get install $std:$ARCH_DEB" >&2
-      exit 1
-    }
-    echo "$tag: dpkg --add-architecture $ARCH_DEB (for $std:$ARCH_DEB)"
-    dpkg --add-architecture "$ARCH_DEB"
-  fi
-  # The same version as the rustc of the host (Multi-Arch: same).
-  install_missing "$tag" "$std:$ARCH_DEB"
-  has_std || { echo "$tag: $std:$ARCH_DEB installed, yet rustc finds no $t" >&2; exit 1; }
+  echo "$tag: no Rust standard library for $t: the rustc on PATH ($rustc)" \
+    "is neither rustup's nor Debian's" >&2
+  exit 1
 }
 # tools/deps.sh --cross ARCH: cross (above), and qemu-user-static (crossarch
 # runs the unit tests of ARCH under it).
