@@ -6,13 +6,12 @@
 use super::facts;
 use super::format::{Line, Res, short};
 use crate::abi::qp_type;
-use crate::mgid::Mgid;
+use crate::mgid::{Ip6, Mgid};
 use crate::registry::{self, Watch};
 use crate::uverbs::route::Key;
 use crate::view::{Device, QpKey};
 use alloc::vec::Vec;
 use core::fmt::Write;
-use core::net::Ipv6Addr;
 
 /// `IBV_QPT_UD` (verbs.h).
 pub const IBV_QPT_UD: i32 = 4;
@@ -60,7 +59,7 @@ pub fn after_mcast(c: &Call<'_>, before: &[u16]) {
                  for an IPv4 group (rdma_is_multicast_addr). For the IPv4 group G the MGID is ::ffff:G, \
                  e.g. ::ffff:239.1.1.1; a unicast address such as a host's own IP is a common slip.",
                 Res(c.rc),
-                Ipv6Addr::from(c.gid)
+                Ip6(c.gid)
             );
         });
     }
