@@ -23,8 +23,8 @@ if [ "${1:-}" = --check ]; then
 	shift
 fi
 [ $# -gt 0 ] || set -- amd64 arm64 ppc64el s390x
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 rc=0
 for a in "$@"; do
 	(
@@ -42,22 +42,22 @@ for a in "$@"; do
 		read -r _ file _ hash < <(apt-get download --print-uris "libibverbs1=$VERSION" 2>/dev/null) ||
 			{ echo "libibverbs-size: no libibverbs1 $VERSION of $ARCH_DEB in bookworm's lists" >&2; exit 1; }
 		hash=${hash#SHA256:}
-		d=$tmp/$ARCH_DEB
+		d=$work/$ARCH_DEB
 		mkdir -p "$d"
 		(cd "$d" && apt-get download -q "libibverbs1=$VERSION" >&2)
 		[ "$(sha256sum <"$d/$file" | cut -d' ' -f1)" = "$hash" ] ||
 			{ echo "libibverbs-size: $file does not match its sha256" >&2; exit 1; }
 		dpkg-deb -x "$d/$file" "$d/root"
 		so=$(find "$d/root" -name 'libibverbs.so.1.*' -type f)
-		strip=strip
+		strip="strip"
 		((ARCH_FOREIGN == 0)) || strip=$ARCH_RUST-linux-gnu-strip
 		"$strip" -o "$d/stripped" "$so"
 		printf '%s\tlibibverbs1\t%s\t%s\t%s\n' "$ARCH_DEB" "$VERSION" "$hash" "$(stat -c %s "$d/stripped")"
-	) >"$tmp/$a.line" || rc=1
+	) >"$work/$a.line" || rc=1
 	if ((check)); then
-		if grep -qxF -f "$tmp/$a.line" "$TABLE"; then echo "$a: as in the table"; else echo "$a: differs from the table: $(cat "$tmp/$a.line")" >&2; rc=1; fi
+		if grep -qxF -f "$work/$a.line" "$TABLE"; then echo "$a: as in the table"; else echo "$a: differs from the table: $(cat "$work/$a.line")" >&2; rc=1; fi
 	else
-		cat "$tmp/$a.line"
+		cat "$work/$a.line"
 	fi
 done
 exit "$rc"
