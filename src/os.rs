@@ -102,6 +102,24 @@ impl<const N: usize> core::fmt::Write for Text<N> {
         self.push_bytes(s.as_bytes());
         Ok(())
     }
+    /// One character (a padding's fill, `{:#06x}`): the default method,
+    /// `write_str` of the UTF-8 encoding, was compiled once per capacity
+    /// `N` (8 copies, 1,901 bytes on x86_64 at fd0acb3); this one calls
+    /// a single function for all of them.
+    fn write_char(&mut self, c: char) -> core::fmt::Result {
+        push_char(&mut self.buf, &mut self.len, c);
+        Ok(())
+    }
+}
+
+/// [`Text::write_char`]'s body, shared by every capacity.
+#[inline(never)]
+fn push_char(buf: &mut [u8], len: &mut usize, c: char) {
+    let mut utf8 = [0; 4];
+    let b = c.encode_utf8(&mut utf8).as_bytes();
+    let n = b.len().min(buf.len() - *len);
+    buf[*len..*len + n].copy_from_slice(&b[..n]);
+    *len += n;
 }
 
 /// Retries `f` while it fails with EINTR, as `std`'s `cvt_r` does.

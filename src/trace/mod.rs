@@ -341,7 +341,7 @@ fn query_line(q: &QueryView, pid: u32, dev: Option<&crate::view::Device>, name: 
         if let Some(g) = bytes.get(..16) {
             let mut raw = [0u8; 16];
             raw.copy_from_slice(g);
-            let _ = write!(l, " gid={}", core::net::Ipv6Addr::from(raw));
+            let _ = write!(l, " gid={}", crate::mgid::Ip6(raw));
         }
         if let Some(t) = bytes.get(24..28) {
             let _ = write!(l, " gid_type={}", gid_type(u32::from_ne_bytes([t[0], t[1], t[2], t[3]])));
@@ -394,7 +394,7 @@ fn gid_line(v: &GidView, pid: u32, name: &str, rc: c_int) {
     if v.gid_null {
         let _ = l.write_str(" gid=NULL");
     } else if let Some(g) = v.gid {
-        let _ = write!(l, " gid={}", core::net::Ipv6Addr::from(g));
+        let _ = write!(l, " gid={}", crate::mgid::Ip6(g));
     }
     sink::emit(l.finish());
 }
