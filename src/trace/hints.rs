@@ -37,7 +37,7 @@ pub struct Call<'a> {
 /// written, never beside the call line's or another hint's
 /// (docs/security.md, the stack budget).
 #[inline(never)]
-fn hint(pid: u32, id: &str, body: &dyn Fn(&mut Line)) {
+fn hint(pid: u32, id: &str, body: impl FnOnce(&mut Line)) {
     let mut l = Line::new();
     l.start(pid);
     let _ = write!(l, "hint[{id}]: ");
@@ -52,7 +52,7 @@ pub fn after_mcast(c: &Call<'_>, before: &[u16]) {
     let g = short::<48>(&Mgid(c.gid).group());
     let g = g.as_str();
     if c.rc == libc::EINVAL && !Mgid(c.gid).is_multicast() {
-        hint(c.pid, "not-multicast", &|l| {
+        hint(c.pid, "not-multicast", |l| {
             let _ = write!(
                 l,
                 "{}: the MGID {} is not a multicast address: the kernel accepts only ff00::/8, or ::ffff:224.0.0.0/4 \
@@ -64,7 +64,7 @@ pub fn after_mcast(c: &Call<'_>, before: &[u16]) {
         });
     }
     if c.rc == libc::EINVAL && c.qp_type != IBV_QPT_UD {
-        hint(c.pid, "not-ud", &|l| {
+        hint(c.pid, "not-ud", |l| {
             let _ = write!(
                 l,
                 "{}: QP {:#x} on {} is {}: only UD QPs can be attached to multicast groups (kernel \
@@ -78,7 +78,7 @@ pub fn after_mcast(c: &Call<'_>, before: &[u16]) {
     }
     let other = lid_mismatch(c.attach, c.rc, c.lid, before);
     if let (true, Some(other)) = (c.attach, other) {
-        hint(c.pid, "lid-mismatch", &|l| {
+        hint(c.pid, "lid-mismatch", |l| {
             let _ = write!(
                 l,
                 "QP {:#x} on {} is now attached to {g} with LID {:#06x} and with LID {:#06x}: uverbs keeps one \
@@ -90,7 +90,7 @@ pub fn after_mcast(c: &Call<'_>, before: &[u16]) {
         });
     }
     if let (false, Some(other)) = (c.attach, other) {
-        hint(c.pid, "lid-mismatch", &|l| {
+        hint(c.pid, "lid-mismatch", |l| {
             let _ = write!(
                 l,
                 "detach of {g} from QP {:#x} on {} with LID {:#06x} ({}), but this QP attached it with LID {:#06x}: \
@@ -130,7 +130,7 @@ fn limit(c: &Call<'_>) {
     let limits = facts::mcast_limits(c.route);
     let g = short::<48>(&Mgid(c.gid).group());
     let g = g.as_str();
-    hint(c.pid, "limit", &|l| {
+    hint(c.pid, "limit", |l| {
         let _ = write!(l, "ENOMEM(12) attaching {g} to QP {:#x} on {}: a multicast limit of the device is reached", c.qpn, c.dev.name());
         match limits {
             Some((grp, qp_attach, total)) => {
@@ -169,7 +169,7 @@ fn no_ip_join(c: &Call<'_>) {
     let g = short::<48>(&Mgid(c.gid).group());
     let g = g.as_str();
     let v4 = Mgid(c.gid).v4().is_some();
-    hint(c.pid, "no-ip-join", &|l| {
+    hint(c.pid, "no-ip-join", |l| {
         let _ = write!(
             l,
             "QP {:#x} on {} port {port} is attached to {g}, but {netdev}, the netdev of the port's GIDs, has not \
@@ -200,7 +200,7 @@ fn no_ip_join(c: &Call<'_>) {
 pub fn ip_join_failed(pid: u32, netdev: &str, mgid: &Mgid, e: i32) {
     let g = short::<48>(&mgid.group());
     let g = g.as_str();
-    hint(pid, "ip-join-failed", &|l| {
+    hint(pid, "ip-join-failed", |l| {
         let _ = write!(l, "RSVERBS_MCAST_IPJOIN could not join {g} on {netdev}: {}", Res(e));
         let why = match e {
             libc::ENOBUFS => {
@@ -226,7 +226,7 @@ pub fn ip_join_failed(pid: u32, netdev: &str, mgid: &Mgid, e: i32) {
 /// ENETRESET after the SM re-registered the port).
 pub fn fabric_join_failed(pid: u32, netdev: &str, mgid: &Mgid, step: &str, e: i32, lost: bool) {
     let g = mgid.group();
-    hint(pid, "fabric-join-failed", &|l| {
+    hint(pid, "fabric-join-failed", |l| {
         let _ = write!(
             l,
             "RSVERBS_MCAST_FABRICJOIN {} {g} through {netdev}: {} at {step}",
@@ -261,7 +261,7 @@ pub fn fabric_join_failed(pid: u32, netdev: &str, mgid: &Mgid, step: &str, e: i3
 /// to bind its rdma_cm ID to.
 pub fn no_ipoib(pid: u32, dev: &str, port: u32, mgid: &Mgid) {
     let g = mgid.group();
-    hint(pid, "no-ipoib", &|l| {
+    hint(pid, "no-ipoib", |l| {
         let _ = write!(
             l,
             "RSVERBS_MCAST_FABRICJOIN cannot join {g} from {dev} port {port}: the port has no IPoIB netdev with an IPv4 \
@@ -276,7 +276,7 @@ pub fn no_ipoib(pid: u32, dev: &str, port: u32, mgid: &Mgid) {
 /// The fabric join's event gave the group a Q_Key other than the QP's.
 pub fn qkey_mismatch(pid: u32, mgid: &Mgid, own: u32, group: u32) {
     let g = mgid.group();
-    hint(pid, "qkey-mismatch", &|l| {
+    hint(pid, "qkey-mismatch", |l| {
         let _ = write!(
             l,
             "{g}: the group's Q_Key is {group:#x} (the fabric join's answer; on InfiniBand the SA's record), but \
@@ -295,7 +295,7 @@ pub fn qkey_mismatch(pid: u32, mgid: &Mgid, own: u32, group: u32) {
 /// The SA gave the group another MLID than the attach's LID.
 pub fn mlid_mismatch(pid: u32, mgid: &Mgid, lid: u16, mlid: u16) {
     let g = mgid.group();
-    hint(pid, "mlid-mismatch", &|l| {
+    hint(pid, "mlid-mismatch", |l| {
         let _ = write!(
             l,
             "{g} was attached with LID {lid:#06x}, but the SA's MLID of the group is {mlid:#06x}: senders must address \
@@ -336,7 +336,7 @@ pub fn qkey_owner(qkey: u32) -> Option<&'static str> {
 /// QP `qpn` had `mgid` attached (until its detach, or until exit).
 pub fn qkey_violations(pid: u32, dev: &str, qpn: u32, mgid: &Mgid, w: Watch, now: u32, at_exit: bool) {
     let Some((n, at_least)) = viol_rise(w.viol, now) else { return };
-    hint(pid, "qkey-violations", &|l| {
+    hint(pid, "qkey-violations", |l| {
         let _ = write!(
             l,
             "{}{n} datagram(s) reached port {} of {dev} with a Q_Key other than this QP's {:#x} while QP {qpn:#x} had \
@@ -401,7 +401,7 @@ pub fn at_exit(pid: u32) {
     for (_, qpn, dev, groups) in qps {
         let end = dev.iter().position(|&b| b == 0).unwrap_or(16);
         let dev = core::str::from_utf8(&dev[..end]).unwrap_or("?");
-        hint(pid, "still-attached", &|l| {
+        hint(pid, "still-attached", |l| {
             let _ = write!(l, "at exit, QP {qpn:#x} on {dev} is still attached to {} group(s):", groups.len());
             for (i, (g, lid)) in groups.iter().enumerate().take(8) {
                 let _ = write!(l, "{} {} lid {lid:#06x}", if i == 0 { "" } else { "," }, Mgid(*g).group());
