@@ -4,8 +4,9 @@
  * calloc, realloc and posix_memalign, and the dynamic linker binds every
  * object's calls to them (the executable comes first in the lookup scope,
  * before LD_PRELOAD's objects and the libraries). Each forwards to
- * glibc's __libc_* entry, unless the window is open (alloc_fail.armed),
- * the caller's return address lies in librsverbs (dladdr), and the
+ * glibc's __libc_* entry, unless the calling thread's window is open
+ * (alloc_fail_armed), the caller's return address lies in librsverbs
+ * (dladdr), and the
  * allocation is one to fail: then it returns NULL (posix_memalign:
  * ENOMEM) with errno ENOMEM. rdma-core's own allocations never fail, so
  * the objects it creates are the same in every run. free is glibc's. */
@@ -25,8 +26,13 @@ extern void *__libc_memalign(size_t, size_t);
 /* ALLOC_FAIL_EVERY in `nth`: every allocation of the library fails. */
 #define ALLOC_FAIL_EVERY (-1)
 
+/* The window, per thread: the library's allocations are counted while it
+ * is open. Another thread's allocations (faults.c's supervising thread)
+ * neither count nor call dladdr, whose loader lock the verb's thread may
+ * want meanwhile. */
+static __thread int alloc_fail_armed;
+
 static struct {
-	volatile int armed; /* the window: the library's allocations are counted */
 	int nth;            /* 0: none fails; N: the N-th in the window; ALLOC_FAIL_EVERY */
 	volatile int seen;  /* the library's allocations in the window */
 	volatile int failed; /* of which failed */
@@ -36,7 +42,7 @@ static struct {
 static int alloc_fails(void *caller)
 {
 	Dl_info info;
-	if (!alloc_fail.armed)
+	if (!alloc_fail_armed)
 		return 0;
 	if (!dladdr(caller, &info) || !info.dli_fname || !strstr(info.dli_fname, "librsverbs"))
 		return 0;

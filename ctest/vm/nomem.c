@@ -42,7 +42,7 @@ int main(int argc, char **argv)
 	gid_from_hex(&g4, "00000000000000000000ffffef090909"); /* ::ffff:239.9.9.9 */
 	gid_from_hex(&g6, "ff0e0000000000000000000000090909");
 
-	alloc_fail.armed = 1;
+	alloc_fail_armed = 1;
 	ret = SENTINEL_CALL(&err, ibv_query_gid(ctx, 1, 0, &gid));
 	printf("query_gid ret=%d errno=%d gid=%016llx\n", ret, err, (unsigned long long)gid.global.interface_id);
 	ret = SENTINEL_CALL(&err, ibv_query_gid_ex(ctx, 1, 1, &entry, 0));
@@ -57,7 +57,7 @@ int main(int argc, char **argv)
 	printf("detach v4 ret=%d errno=%d\n", ret, err);
 	ret = SENTINEL_CALL(&err, ibv_detach_mcast(qp, &g6, 0));
 	printf("detach v6 ret=%d errno=%d\n", ret, err);
-	alloc_fail.armed = 0;
+	alloc_fail_armed = 0;
 	fflush(stdout);
 	fprintf(stderr, "rsverbs allocations: %d failed, %d made\n", alloc_fail.failed, alloc_fail.seen - alloc_fail.failed);
 	if (ibv_destroy_qp(qp) || ibv_destroy_cq(cq) || ibv_dealloc_pd(pd) || ibv_close_device(ctx))
