@@ -251,6 +251,10 @@ static struct ibv_context *ctx;
 static struct ibv_qp *qp;
 static union ibv_gid scen_gid, later_gid;
 static struct ibv_gid_entry entry;
+/* Whether verb() opens the allocation window: not on the small stack,
+ * where the interposer's own dladdr per allocation would be the test's
+ * stack, not the library's. */
+static int count_allocs = 1;
 
 /* The scenario's verb, with the library's allocations counted (and the
  * N-th failed in ALLOC); its answer in sh. */
@@ -258,7 +262,7 @@ static void verb(void)
 {
 	int rc = 0;
 	memset(&entry, 0, sizeof(entry));
-	alloc_fail_armed = 1;
+	alloc_fail_armed = count_allocs;
 	errno = SENTINEL;
 	switch (cur) {
 	case ATTACH_COLD:
@@ -460,6 +464,7 @@ static void child(enum scenario s, enum mode mode, int sock)
 		_exit(3);
 	if (s == QUERY_WARM || s == QUERY_EMPTY)
 		ibv_query_gid_ex(ctx, 1, 0, &e, 0);
+	count_allocs = mode != SMALL;
 	if (mode == SMALL && altstack_handler(SIGUSR1, on_usr1, 8192))
 		_exit(3);
 	int fds = count_fds(), socks = count_holders();
