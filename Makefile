@@ -371,6 +371,7 @@ install: all $(INSTALL_LIB) $(INSTALL_TOOL)
 	install -m 0644 docs/man/rsverbs.7 $(DESTDIR)$(MANDIR)/man7/rsverbs.7
 	install -m 0644 docs/man/rsverbs.1 $(DESTDIR)$(MANDIR)/man1/rsverbs.1
 	install -m 0644 docs/man/rsverbs_gid_index.3 $(DESTDIR)$(MANDIR)/man3/rsverbs_gid_index.3
+	install -m 0644 docs/man/rsverbs_mcast_join.3 $(DESTDIR)$(MANDIR)/man3/rsverbs_mcast_join.3
 
 # The debug info of the installed library, where gdb finds it by the
 # .gnu_debuglink name (the .debug directory next to the library).
@@ -383,7 +384,7 @@ uninstall:
 	      $(DESTDIR)$(LIBDIR)/$(REALNAME) $(DESTDIR)$(LIBDIR)/$(SONAME) \
 	      $(DESTDIR)$(LIBDIR)/librsverbs.so $(DESTDIR)$(INCLUDEDIR)/rsverbs.h \
 	      $(DESTDIR)$(PKGCONFIGDIR)/rsverbs.pc $(DESTDIR)$(MANDIR)/man7/rsverbs.7 \
-	      $(DESTDIR)$(MANDIR)/man3/rsverbs_gid_index.3 \
+	      $(DESTDIR)$(MANDIR)/man3/rsverbs_gid_index.3 $(DESTDIR)$(MANDIR)/man3/rsverbs_mcast_join.3 \
 	      $(DESTDIR)$(DEBUGDIR)/$(REALNAME).debug
 	-rmdir $(DESTDIR)$(DEBUGDIR) 2>/dev/null
 

@@ -16,7 +16,7 @@ check "C++ prototypes identical to verbs.h" c++ -std=c++11 -Wall -Werror -Iinclu
 
 # Exactly these defined dynamic symbols, with these versions (exports and
 # verdefs: ctest/lib.sh).
-want=$'_ibv_query_gid_ex@@IBVERBS_1.11\n_ibv_query_gid_table@@IBVERBS_1.11\nibv_attach_mcast@@IBVERBS_1.1\nibv_detach_mcast@@IBVERBS_1.1\nibv_query_gid@@IBVERBS_1.1\nrsverbs_attach_mcast@@RSVERBS_0.1\nrsverbs_detach_mcast@@RSVERBS_0.1\nrsverbs_gid_index_find@@RSVERBS_0.3\nrsverbs_gid_index_perftest@@RSVERBS_0.3\nrsverbs_gid_index_rdma_cm@@RSVERBS_0.3\nrsverbs_mcast_attachments@@RSVERBS_0.2\nrsverbs_query_gid@@RSVERBS_0.3\nrsverbs_query_gid_ex@@RSVERBS_0.1\nrsverbs_query_gid_table@@RSVERBS_0.3'
+want=$'_ibv_query_gid_ex@@IBVERBS_1.11\n_ibv_query_gid_table@@IBVERBS_1.11\nibv_attach_mcast@@IBVERBS_1.1\nibv_detach_mcast@@IBVERBS_1.1\nibv_query_gid@@IBVERBS_1.1\nrsverbs_attach_mcast@@RSVERBS_0.1\nrsverbs_detach_mcast@@RSVERBS_0.1\nrsverbs_gid_index_find@@RSVERBS_0.3\nrsverbs_gid_index_perftest@@RSVERBS_0.3\nrsverbs_gid_index_rdma_cm@@RSVERBS_0.3\nrsverbs_mcast_attachments@@RSVERBS_0.2\nrsverbs_mcast_join@@RSVERBS_0.4\nrsverbs_mcast_leave@@RSVERBS_0.4\nrsverbs_query_gid@@RSVERBS_0.3\nrsverbs_query_gid_ex@@RSVERBS_0.1\nrsverbs_query_gid_table@@RSVERBS_0.3'
 got=$(exports "$LIB")
 if [ "$got" = "$want" ]; then pass "exported symbol set is exact"; else fail "exported symbols: $(echo "$got" | tr '\n' ' ')"; fi
 

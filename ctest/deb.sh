@@ -90,7 +90,7 @@ check "librsverbs1: $L -> librsverbs.so.1.0.0, in ld.so.cache (ldconfig trigger)
 check "librsverbs1: the installed library is stripped (no .symtab, no .debug_info)" sh -c "! readelf -S -W $L | grep -Eq \"\\.symtab|\\.debug_info\""
 id=$(readelf -n $L | sed -n "s/.*Build ID: //p")
 check "librsverbs1-dbgsym: /usr/lib/debug/.build-id/${id:0:2}/${id:2}.debug holds the debug info" sh -c "readelf -S -W /usr/lib/debug/.build-id/${id:0:2}/${id:2}.debug | grep -q debug_info"
-check "librsverbs-dev: rsverbs.h, librsverbs.so, rsverbs.pc, rsverbs.7, rsverbs_gid_index.3" test -f /usr/include/rsverbs.h -a -L $M/librsverbs.so -a -f $M/pkgconfig/rsverbs.pc -a -f /usr/share/man/man7/rsverbs.7.gz -a -f /usr/share/man/man3/rsverbs_gid_index.3.gz
+check "librsverbs-dev: rsverbs.h, librsverbs.so, rsverbs.pc, rsverbs.7, rsverbs_gid_index.3, rsverbs_mcast_join.3" test -f /usr/include/rsverbs.h -a -L $M/librsverbs.so -a -f $M/pkgconfig/rsverbs.pc -a -f /usr/share/man/man7/rsverbs.7.gz -a -f /usr/share/man/man3/rsverbs_gid_index.3.gz -a -f /usr/share/man/man3/rsverbs_mcast_join.3.gz
 check "pkg-config: libdir $M, -lrsverbs before -libverbs" sh -c "[ \"\$(pkg-config --variable=libdir rsverbs)\" = $M ] && pkg-config --libs rsverbs | grep -Eq -- \"-lrsverbs .*-libverbs\""
 check "rsverbs(7) from the package renders without warnings" sh -c "[ -f /usr/share/man/man7/rsverbs.7.gz ] && [ -z \"\$(zcat /usr/share/man/man7/rsverbs.7.gz | groff -ww -z -man 2>&1)\" ]"
 # Relinked with pkg-config alone (no rpath), and preloaded by the bare SONAME.

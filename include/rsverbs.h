@@ -24,6 +24,10 @@
 #include <sys/socket.h>
 #include <infiniband/verbs.h>
 
+/* rsverbs_mcast_join(3)'s flags: librdmacm's RDMA_MC_JOIN_FLAG_* values. */
+#define RSVERBS_MCAST_FULLMEMBER 0
+#define RSVERBS_MCAST_SENDONLY_FULLMEMBER 1
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -112,6 +116,44 @@ ssize_t rsverbs_query_gid_table(struct ibv_context *context, struct ibv_gid_entr
  must be writable for `max` elements.
  */
 int rsverbs_mcast_attachments(const struct ibv_qp *qp, union ibv_gid *gids, uint16_t *lids, size_t max);
+
+/*
+ `rsverbs_mcast_join`: makes the process a member of the multicast group
+ `mgid` on port `port_num` of `context`'s device, as a full member
+ (`RSVERBS_MCAST_FULLMEMBER`) or a send-only full member
+ (`RSVERBS_MCAST_SENDONLY_FULLMEMBER`), without a QP. On InfiniBand the
+ kernel's rdma_cm asks the Subnet Administrator (through the port's
+ IPoIB address); on RoCE a full member is joined at IP level on the
+ port's netdevs and a send-only one needs nothing on the wire (no IGMP
+ report, as the kernel's rdma_cm). Memberships are counted per (device,
+ port, group, flags): each join needs one [`rsverbs_mcast_leave`].
+
+ Returns 0, or -1 with `errno`: EINVAL for a NULL `context` or `mgid`,
+ `flags` other than the two, a group that is not multicast, or a port
+ the device does not have; ENODEV when the port has no netdev (RoCE) or
+ no IPoIB address (InfiniBand); EDEADLK when called from a signal handler
+ that interrupted this thread inside rsverbs' attach, detach, join or
+ leave; ENOMEM; or the socket's or rdma_cm's error.
+
+ # Safety
+ `context` must be NULL or a live rdma-core context; `mgid` NULL or 16
+ readable bytes.
+ */
+int rsverbs_mcast_join(struct ibv_context *context, uint8_t port_num, const union ibv_gid *mgid, int flags);
+
+/*
+ `rsverbs_mcast_leave`: ends one membership that [`rsverbs_mcast_join`]
+ made with the same `context`'s device, `port_num`, `mgid` and `flags`;
+ the last leave of it ends the joins it made.
+
+ Returns 0, or -1 with `errno`: EINVAL as for the join; EADDRNOTAVAIL
+ when no such membership is held (librdmacm's `rdma_leave_multicast`);
+ EDEADLK as for the join; ENOMEM.
+
+ # Safety
+ As [`rsverbs_mcast_join`]'s.
+ */
+int rsverbs_mcast_leave(struct ibv_context *context, uint8_t port_num, const union ibv_gid *mgid, int flags);
 
 /*
  `rsverbs_gid_index_rdma_cm`: the GID index rdma_cm binds for the IP

@@ -9,7 +9,10 @@
 //!   returns is `ibv_detach_mcast` when dropped (or [`safe::Attachment::detach`]);
 //! - [`safe::Context::gid_table`] is `ibv_query_gid_table`, and
 //!   [`safe::Context::gid_index_rdma_cm`], [`safe::Context::gid_index_perftest`]
-//!   and [`safe::Context::gid_index_find`] choose a GID index.
+//!   and [`safe::Context::gid_index_find`] choose a GID index;
+//! - [`safe::Context::join`] makes the process a full or send-only member
+//!   of a group without a QP (a sender's membership); the
+//!   [`safe::Membership`] it returns leaves when dropped.
 //!
 //! The verbs run directly on the kernel's uverbs device, with the same
 //! results and `errno` as rdma-core's `ibv_attach_mcast`,

@@ -116,7 +116,29 @@ fn attr(dev: &Device, rel: core::fmt::Arguments<'_>) -> Option<String> {
 /// `ports/N/link_layer` is `Ethernet` (RoCE, iWARP) or `InfiniBand`
 /// (kernel sysfs.c `show_port_link_layer`).
 pub fn is_ethernet(dev: &Device, port: u32) -> bool {
-    attr(dev, format_args!("ports/{port}/link_layer")).is_some_and(|l| l == "Ethernet")
+    link_layer(dev, port) == Some(LinkLayer::Ethernet)
+}
+
+/// A port's link layer (sysfs.c `show_port_link_layer`: `InfiniBand`,
+/// `Ethernet` or `Unknown`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkLayer {
+    InfiniBand,
+    Ethernet,
+    Unknown,
+}
+
+/// The link layer of `port`; None when the device has no such port (no
+/// `ports/N` directory: sysfs.c makes one per valid port, from 1).
+pub fn link_layer(dev: &Device, port: u32) -> Option<LinkLayer> {
+    if port == 0 {
+        return None;
+    }
+    Some(match attr(dev, format_args!("ports/{port}/link_layer"))?.as_str() {
+        "Ethernet" => LinkLayer::Ethernet,
+        "InfiniBand" => LinkLayer::InfiniBand,
+        _ => LinkLayer::Unknown,
+    })
 }
 
 /// The netdev of GID `index` (kernel sysfs.c `print_ndev`: empty entries

@@ -1,7 +1,8 @@
 //! A safe Rust API over the same exports (docs/rust.md): a [`Qp`] and a
 //! [`Context`] borrowed from the raw pointers of any Rust binding of
-//! rdma-core, an [`Attachment`] that detaches when dropped, the GID table and
-//! the GID selectors. Each call goes through the C boundary's own functions
+//! rdma-core, an [`Attachment`] that detaches when dropped, a
+//! [`Membership`] that leaves when dropped, the GID table and the GID
+//! selectors. Each call goes through the C boundary's own functions
 //! (`capi`), so `RSVERBS_TRACE` and `RSVERBS_MCAST_IPJOIN` see it as they
 //! see a C program's call.
 //!
@@ -16,6 +17,7 @@
 #![deny(missing_docs)]
 
 use crate::abi::{ibv_context, ibv_gid, ibv_gid_entry, ibv_qp};
+use crate::capi::member::{RSVERBS_MCAST_FULLMEMBER, RSVERBS_MCAST_SENDONLY_FULLMEMBER, rsverbs_mcast_join, rsverbs_mcast_leave};
 use crate::capi::{rsverbs_attach_mcast, rsverbs_detach_mcast, rsverbs_query_gid_table};
 use crate::gid::{TABLE_MAX, table_buffer};
 use crate::select::Port;
@@ -204,14 +206,21 @@ impl Drop for Attachment<'_> {
     /// and a panic in `drop` aborts the program.
     fn drop(&mut self) {
         if let Err(e) = self.run_detach() {
-            let mut line = LineBuf::new();
-            let _ = writeln!(line, "rsverbs: {self:?}: the detach on drop failed: {e}");
-            let bytes = line.as_bytes();
-            // SAFETY: a plain write of a valid buffer; its result (EPIPE,
-            // EBADF, a short write) is deliberately ignored.
-            let _ = unsafe { libc::write(libc::STDERR_FILENO, bytes.as_ptr().cast(), bytes.len()) };
+            drop_failed(format_args!("{self:?}: the detach on drop failed: {e}"));
         }
     }
+}
+
+/// A destructor's failure, on standard error: `rsverbs: WHAT`, in one
+/// plain `write(2)` of a stack buffer whose own failure is ignored (see
+/// [`Attachment`]'s `Drop`).
+fn drop_failed(what: fmt::Arguments<'_>) {
+    let mut line = LineBuf::new();
+    let _ = writeln!(line, "rsverbs: {what}");
+    let bytes = line.as_bytes();
+    // SAFETY: a plain write of a valid buffer; its result (EPIPE, EBADF, a
+    // short write) is deliberately ignored.
+    let _ = unsafe { libc::write(libc::STDERR_FILENO, bytes.as_ptr().cast(), bytes.len()) };
 }
 
 /// A line for [`Attachment`]'s drop, on the stack (no allocation in a
@@ -337,6 +346,119 @@ impl<'a> Context<'a> {
     /// ```
     pub fn gid_index_find(&self, port: u8, filter: &Filter, start: u32) -> io::Result<u32> {
         self.port(port)?.find(filter, start).map_err(|e| io::Error::from_raw_os_error(e.code))
+    }
+}
+
+/// How [`Context::join`] makes the process a member of a group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JoinAs {
+    /// A full member: its QPs attached to the group receive, and it sends.
+    FullMember,
+    /// A send-only full member: it sends to the group, and the fabric
+    /// forwards it none of the group's traffic (InfiniBand JoinState 0x8;
+    /// on RoCE nothing is sent, as the kernel's rdma_cm sends no IGMP
+    /// report for it).
+    SendOnlyFullMember,
+}
+
+/// One membership of the process in a group, made by [`Context::join`].
+/// Dropping it leaves (`rsverbs_mcast_leave`); [`Membership::leave`] does it
+/// with the result in hand; a leave that fails on drop is reported on
+/// standard error. `std::mem::forget` keeps the membership until exit.
+///
+/// A membership is the process's, counted per (device, port, group, kind):
+/// two `Membership`s of the same group are two counts, and the group is
+/// left when the last one goes. It does not attach a QP: a receiver attaches
+/// its QP too ([`Qp::attach`]), a sender only joins.
+#[must_use = "dropping a Membership leaves the group at once"]
+pub struct Membership<'a> {
+    ctx: Context<'a>,
+    port: u8,
+    mgid: [u8; 16],
+    how: JoinAs,
+}
+
+impl Membership<'_> {
+    /// The group's GID.
+    pub fn gid(&self) -> [u8; 16] {
+        self.mgid
+    }
+
+    /// The port it was joined on.
+    pub fn port(&self) -> u8 {
+        self.port
+    }
+
+    /// Full or send-only.
+    pub fn join_as(&self) -> JoinAs {
+        self.how
+    }
+
+    /// Leaves now, and returns what `rsverbs_mcast_leave` reported.
+    pub fn leave(self) -> io::Result<()> {
+        let me = core::mem::ManuallyDrop::new(self);
+        me.run_leave()
+    }
+
+    fn run_leave(&self) -> io::Result<()> {
+        let g = ibv_gid { raw: self.mgid };
+        // SAFETY: the context is live for 'a (Context::from_raw's contract).
+        match unsafe { rsverbs_mcast_leave(self.ctx.raw.as_ptr(), self.port, &g, flags_of(self.how)) } {
+            0 => Ok(()),
+            _ => Err(io::Error::last_os_error()),
+        }
+    }
+}
+
+impl Drop for Membership<'_> {
+    /// Leaves; a failure is written to standard error (as an
+    /// [`Attachment`]'s failed detach is).
+    fn drop(&mut self) {
+        if let Err(e) = self.run_leave() {
+            drop_failed(format_args!("{self:?}: the leave on drop failed: {e}"));
+        }
+    }
+}
+
+impl fmt::Debug for Membership<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?} of group {} on port {}", self.how, core::net::Ipv6Addr::from(self.mgid), self.port)
+    }
+}
+
+fn flags_of(how: JoinAs) -> core::ffi::c_int {
+    match how {
+        JoinAs::FullMember => RSVERBS_MCAST_FULLMEMBER,
+        JoinAs::SendOnlyFullMember => RSVERBS_MCAST_SENDONLY_FULLMEMBER,
+    }
+}
+
+impl<'a> Context<'a> {
+    /// Makes the process a member of the multicast group `mgid` (16 bytes,
+    /// network order) on `port`, as a full or a send-only full member,
+    /// without a QP (rsverbs_mcast_join(3), docs/fabric-join.md): on
+    /// InfiniBand the kernel's rdma_cm asks the Subnet Administrator; on
+    /// RoCE a full member is joined at IP level and a send-only one needs
+    /// nothing on the wire. The [`Membership`] leaves when dropped.
+    ///
+    /// ```no_run
+    /// # let raw_ctx: *mut u8 = std::ptr::null_mut();
+    /// use rsverbs::safe::{Context, JoinAs};
+    /// let ctx = unsafe { Context::from_raw(raw_ctx) }.expect("a context");
+    /// let group: std::net::Ipv6Addr = "::ffff:239.1.1.1".parse().unwrap();
+    /// // A sender: a member of the group, without attaching a QP.
+    /// let member = ctx.join(1, &group.octets(), JoinAs::SendOnlyFullMember)?;
+    /// // ... post sends to the group's address handle ...
+    /// member.leave()?; // or let it drop
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn join(&self, port: u8, mgid: &[u8; 16], how: JoinAs) -> io::Result<Membership<'a>> {
+        let g = ibv_gid { raw: *mgid };
+        // SAFETY: a live context (from_raw's contract) and a 16-byte GID.
+        if unsafe { rsverbs_mcast_join(self.raw.as_ptr(), port, &g, flags_of(how)) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Membership { ctx: *self, port, mgid: *mgid, how })
     }
 }
 

@@ -42,14 +42,14 @@
 enum op {
 	QUERY_GID, QUERY_GID_EX, QUERY_GID_EX_EMPTY, QUERY_GID_TABLE, ATTACH, DETACH,
 	R_QUERY_GID, R_QUERY_GID_EX, R_QUERY_GID_TABLE, R_ATTACH, R_DETACH, R_ATTACHMENTS,
-	R_INDEX_RDMA_CM, R_INDEX_PERFTEST, R_INDEX_FIND, N_OPS
+	R_INDEX_RDMA_CM, R_INDEX_PERFTEST, R_INDEX_FIND, R_MCAST_JOIN, R_MCAST_LEAVE, N_OPS
 };
 static const char *const names[N_OPS] = {
 	"ibv_query_gid", "_ibv_query_gid_ex", "_ibv_query_gid_ex(empty)", "_ibv_query_gid_table",
 	"ibv_attach_mcast", "ibv_detach_mcast",
 	"rsverbs_query_gid", "rsverbs_query_gid_ex", "rsverbs_query_gid_table", "rsverbs_attach_mcast",
 	"rsverbs_detach_mcast", "rsverbs_mcast_attachments", "rsverbs_gid_index_rdma_cm",
-	"rsverbs_gid_index_perftest", "rsverbs_gid_index_find",
+	"rsverbs_gid_index_perftest", "rsverbs_gid_index_find", "rsverbs_mcast_join", "rsverbs_mcast_leave",
 };
 
 /* The five verbs, called through pointers that dlvsym resolved at the
@@ -76,6 +76,8 @@ static struct {
 	__typeof__(rsverbs_gid_index_rdma_cm) *rdma_cm;
 	__typeof__(rsverbs_gid_index_perftest) *perftest;
 	__typeof__(rsverbs_gid_index_find) *find;
+	__typeof__(rsverbs_mcast_join) *join;
+	__typeof__(rsverbs_mcast_leave) *leave;
 } rs;
 
 /* The call in progress and its answer (set by run_op, read after it). */
@@ -114,6 +116,8 @@ static void run_op(void)
 	case R_INDEX_RDMA_CM: ret = SENTINEL_CALL(&err, rs.rdma_cm(ctx, 1, (struct sockaddr *)&sin_v, 0)); break;
 	case R_INDEX_PERFTEST: ret = SENTINEL_CALL(&err, rs.perftest(ctx, 1)); break;
 	case R_INDEX_FIND: ret = SENTINEL_CALL(&err, rs.find(ctx, 1, IBV_GID_TYPE_ROCE_V2, AF_INET, 0, 0xffff, 0)); break;
+	case R_MCAST_JOIN: ret = SENTINEL_CALL(&err, rs.join(ctx, 1, &group, RSVERBS_MCAST_FULLMEMBER)); break;
+	case R_MCAST_LEAVE: ret = SENTINEL_CALL(&err, rs.leave(ctx, 1, &group, RSVERBS_MCAST_FULLMEMBER)); break;
 	case N_OPS: break;
 	}
 	ret_v = ret;
@@ -157,6 +161,7 @@ static int available(enum op o)
 	case R_INDEX_RDMA_CM: return rs.rdma_cm != NULL;
 	case R_INDEX_PERFTEST: return rs.perftest != NULL;
 	case R_INDEX_FIND: return rs.find != NULL;
+	case R_MCAST_JOIN: case R_MCAST_LEAVE: return rs.join != NULL && rs.leave != NULL;
 	default: return 1;
 	}
 }
@@ -297,6 +302,8 @@ int main(int argc, char **argv)
 	rs.rdma_cm = dlsym(RTLD_DEFAULT, "rsverbs_gid_index_rdma_cm");
 	rs.perftest = dlsym(RTLD_DEFAULT, "rsverbs_gid_index_perftest");
 	rs.find = dlsym(RTLD_DEFAULT, "rsverbs_gid_index_find");
+	rs.join = dlsym(RTLD_DEFAULT, "rsverbs_mcast_join");
+	rs.leave = dlsym(RTLD_DEFAULT, "rsverbs_mcast_leave");
 	print_served_by(stderr);
 	size_t base = 0;
 	if (mode == 'm') {
@@ -314,8 +321,10 @@ int main(int argc, char **argv)
 		if (!available(o))
 			continue;
 		for (int g = 0; g < 2; g++) {
-			/* Only attach and detach differ by group. */
-			if (g && o != ATTACH && o != DETACH && o != R_ATTACH && o != R_DETACH)
+			/* Only attach, detach, join and leave differ by group. */
+			int by_group = o == ATTACH || o == DETACH || o == R_ATTACH || o == R_DETACH || o == R_MCAST_JOIN ||
+				       o == R_MCAST_LEAVE;
+			if (g && !by_group)
 				break;
 			gid_from_hex(&group, groups[g]);
 			ctx = open_by_name(argv[1]);
@@ -332,6 +341,9 @@ int main(int argc, char **argv)
 				if (round == 1 && (o == DETACH || o == R_DETACH || o == R_ATTACHMENTS))
 					if (ibv_attach_mcast(qp, &group, 0))
 						die("attach before %s: %s", names[o], strerror(errno));
+				/* A leave of a membership joined first, in both rounds. */
+				if (o == R_MCAST_LEAVE && rs.join(ctx, 1, &group, RSVERBS_MCAST_FULLMEMBER))
+					die("join before %s: %s", names[o], strerror(errno));
 				cur = o;
 				peak[round] = call(mode, round == 0);
 				if (peak[round] >= base)
@@ -340,8 +352,10 @@ int main(int argc, char **argv)
 					memcpy(first_answer, answer, sizeof(answer));
 				if (o == ATTACH || o == R_ATTACH || (round == 1 && o == R_ATTACHMENTS))
 					ibv_detach_mcast(qp, &group, 0);
+				if (o == R_MCAST_JOIN)
+					rs.leave(ctx, 1, &group, RSVERBS_MCAST_FULLMEMBER);
 			}
-			const char *label = g ? "v6" : (o == ATTACH || o == DETACH || o == R_ATTACH || o == R_DETACH) ? "v4" : "-";
+			const char *label = g ? "v6" : by_group ? "v4" : "-";
 			if (mode == 'm') {
 				size_t p = peak[0] > peak[1] ? peak[0] : peak[1];
 				printf("%s %s first=%zu steady=%zu\n", names[o], label, peak[0], peak[1]);

@@ -26,6 +26,7 @@ use crate::mcast::{McastCall, Op};
 use crate::{gid, hooks, mcast, trace};
 use core::ffi::c_int;
 
+pub mod member;
 pub mod select;
 
 #[cfg(all(rsverbs_symver, not(test)))]

@@ -29,7 +29,7 @@
 
 use super::counts::Counts;
 use crate::mgid::Mgid;
-pub use crate::uverbs::cm::Addr;
+pub use crate::uverbs::cm::{Addr, JOIN_FULL, JOIN_SENDONLY};
 use crate::uverbs::cm::{self, Event};
 use alloc::vec::Vec;
 use core::ffi::c_int;
@@ -68,19 +68,24 @@ struct Pending {
 }
 
 /// One join to make: the netdev, the address to bind there, the group's
-/// address, its MGID, and what the attach knew.
+/// address, its MGID, what the attach knew, the join state (`JOIN_FULL`
+/// or `JOIN_SENDONLY`, ucma.c `ucma_process_join`) and how long to wait
+/// for the answer.
 pub struct Want {
     pub ifindex: u32,
     pub bind: Addr,
     pub group: Addr,
     pub mgid: Mgid,
     pub asked: Asked,
+    pub flags: u16,
+    pub wait_ms: u32,
 }
 
-/// The attach's LID and its QP's Q_Key (when the kernel told it).
+/// The attach's LID and its QP's Q_Key (when the kernel told it); an
+/// explicit join (member.rs) has neither.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Asked {
-    pub lid: u16,
+    pub lid: Option<u16>,
     pub qkey: Option<u32>,
 }
 
@@ -115,6 +120,15 @@ pub struct Channel {
 impl Channel {
     pub const fn new() -> Self {
         Channel { fd: -1, rdev: 0, ids: Vec::new(), pending: Vec::new(), outcomes: Vec::new() }
+    }
+
+    /// The errno of the failed answer to a join of `mgid` on `ifindex`
+    /// among the outcomes not yet reported (an explicit join's result).
+    pub fn refused(&self, ifindex: u32, mgid: &Mgid) -> Option<c_int> {
+        self.outcomes.iter().find_map(|o| match *o {
+            Outcome::Failed { ifindex: i, mgid: m, step: "event", errno } if i == ifindex && m == *mgid => Some(errno),
+            _ => None,
+        })
     }
 
     /// Hands every outcome kept since the last call to `f`, oldest first.
@@ -188,8 +202,8 @@ impl Channel {
     }
 
     /// Joins `w.mgid` on `w.ifindex` (bound to `w.bind`, joined as
-    /// `w.group`, a full member) and waits at most [`JOIN_WAIT_MS`] for the
-    /// answer. The events read meanwhile, this join's included, are kept
+    /// `w.group`, in the join state `w.flags`) and waits at most
+    /// `w.wait_ms` for the answer. The events read meanwhile, this join's included, are kept
     /// for [`Channel::report`].
     #[inline(never)]
     pub fn join(&mut self, counts: &mut Counts<Handle>, w: &Want) -> Result<Handle, (&'static str, c_int)> {
@@ -201,14 +215,14 @@ impl Channel {
         }
         let id = self.id_for(fd, ifindex, bind)?;
         let mut resp = [0u8; cm::ID_RESP_LEN];
-        cm::send(fd, &cm::join(resp.as_mut_ptr() as u64, u64::from(ifindex), id, group, cm::JOIN_FULL))
+        cm::send(fd, &cm::join(resp.as_mut_ptr() as u64, u64::from(ifindex), id, group, w.flags))
             .map_err(|e| ("join", e))?;
         let handle = u32::from_ne_bytes(resp);
         self.pending.push(Pending { handle, ifindex, mgid: *mgid, asked });
         let t0 = crate::os::monotonic_us();
         while self.pending.iter().any(|p| p.handle == handle) {
             let spent = (crate::os::monotonic_us().saturating_sub(t0) / 1000) as u32;
-            if spent >= JOIN_WAIT_MS || !crate::sys::readable_within(fd, JOIN_WAIT_MS - spent) {
+            if spent >= w.wait_ms || !crate::sys::readable_within(fd, w.wait_ms - spent) {
                 break;
             }
             self.drain(counts, handle);

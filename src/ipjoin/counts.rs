@@ -178,6 +178,128 @@ impl<H: Copy> Counts<H> {
     }
 }
 
+/// The join state of an explicit membership (member.rs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A full member: receives and sends.
+    Full,
+    /// A send-only full member: sends, receives nothing.
+    SendOnly,
+}
+
+/// What holds an explicit membership's joins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum How {
+    /// Socket joins on the port's netdevs, counted in the IP join's
+    /// [`Counts`] under the membership's key.
+    Sockets,
+    /// rdma_cm joins, counted in the fabric join's [`Counts`] (the full or
+    /// the send-only one) under its key.
+    Fabric,
+    /// A send-only member on RoCE: nothing to send, nothing held.
+    Nothing,
+}
+
+/// A device's name (`ibv_device.name`, at most `IBV_SYSFS_NAME_MAX` 64
+/// bytes with its NUL), copied: a membership outlives the call's context.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DevName {
+    len: u8,
+    bytes: [u8; 64],
+}
+
+impl DevName {
+    pub fn of(name: &str) -> Self {
+        let mut bytes = [0u8; 64];
+        let n = name.len().min(64);
+        bytes[..n].copy_from_slice(&name.as_bytes()[..n]);
+        DevName { len: n as u8, bytes }
+    }
+}
+
+/// One explicit membership: whose, how many joins it counts, what holds
+/// it, and its key in the [`Counts`] (`ctx` 0, which no context's address
+/// is: never a QP's).
+struct Entry {
+    dev: DevName,
+    port: u32,
+    mgid: Mgid,
+    kind: Kind,
+    users: u32,
+    key: QpKey,
+    how: How,
+}
+
+/// What a leave of an explicit membership comes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Leave {
+    /// Counted down; other joins of it remain.
+    Fewer,
+    /// Its last join: the caller ends what `key` holds (`how`), then
+    /// [`Members::remove`]s it.
+    Last(QpKey, How),
+}
+
+/// The process's explicit memberships, one per (device, port, group,
+/// kind), each with its count of joins.
+pub struct Members {
+    entries: Vec<Entry>,
+    serial: u32,
+}
+
+impl Members {
+    pub const fn new() -> Self {
+        Members { entries: Vec::new(), serial: 0 }
+    }
+
+    fn at(&self, dev: &DevName, port: u32, mgid: &Mgid, kind: Kind) -> Option<usize> {
+        self.entries.iter().position(|e| e.dev == *dev && e.port == port && e.mgid == *mgid && e.kind == kind)
+    }
+
+    /// One more join of a membership held already: Some(true) when it was
+    /// counted, Some(false) when its count is full (u32::MAX joins); None
+    /// when it is not held.
+    pub fn join_again(&mut self, dev: &DevName, port: u32, mgid: &Mgid, kind: Kind) -> Option<bool> {
+        let i = self.at(dev, port, mgid, kind)?;
+        let e = &mut self.entries[i];
+        Some(e.users.checked_add(1).map(|u| e.users = u).is_some())
+    }
+
+    /// Room for one more membership, and a key no membership holds.
+    pub fn prepare(&mut self) -> Result<QpKey, NoMemory> {
+        self.entries.try_reserve(1).map_err(|_| NoMemory)?;
+        loop {
+            self.serial = self.serial.wrapping_add(1);
+            let key = QpKey { ctx: 0, handle: self.serial };
+            if !self.entries.iter().any(|e| e.key == key) {
+                return Ok(key);
+            }
+        }
+    }
+
+    /// A new membership, its first join made; [`Members::prepare`] made
+    /// room for it and gave `key`.
+    pub fn add(&mut self, dev: DevName, port: u32, mgid: Mgid, kind: Kind, key: QpKey, how: How) {
+        self.entries.push(Entry { dev, port, mgid, kind, users: 1, key, how });
+    }
+
+    /// One leave; None when no such membership is held.
+    pub fn leave(&mut self, dev: &DevName, port: u32, mgid: &Mgid, kind: Kind) -> Option<Leave> {
+        let i = self.at(dev, port, mgid, kind)?;
+        let e = &mut self.entries[i];
+        if e.users > 1 {
+            e.users -= 1;
+            return Some(Leave::Fewer);
+        }
+        Some(Leave::Last(e.key, e.how))
+    }
+
+    /// Forgets the membership of `key` (its last leave is done).
+    pub fn remove(&mut self, key: QpKey) {
+        self.entries.retain(|e| e.key != key);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,6 +315,34 @@ mod tests {
         m[12] = 239;
         m[15] = last;
         Mgid(m)
+    }
+
+    #[test]
+    fn explicit_memberships_are_counted_per_device_port_group_and_kind() {
+        let mut m = Members::new();
+        let (d0, d1) = (DevName::of("rxe0"), DevName::of("rxe1"));
+        assert_eq!(m.join_again(&d0, 1, &g(1), Kind::Full), None);
+        assert_eq!(m.leave(&d0, 1, &g(1), Kind::Full), None);
+        let k1 = m.prepare().expect("room");
+        m.add(d0, 1, g(1), Kind::Full, k1, How::Sockets);
+        let k2 = m.prepare().expect("room");
+        assert_ne!(k1, k2);
+        assert_eq!(k1.ctx, 0, "no QP's key");
+        m.add(d0, 1, g(1), Kind::SendOnly, k2, How::Nothing);
+        // Another device, port, group or kind is another membership.
+        assert_eq!(m.join_again(&d1, 1, &g(1), Kind::Full), None);
+        assert_eq!(m.join_again(&d0, 2, &g(1), Kind::Full), None);
+        assert_eq!(m.join_again(&d0, 1, &g(2), Kind::Full), None);
+        assert_eq!(m.join_again(&d0, 1, &g(1), Kind::Full), Some(true));
+        assert_eq!(m.leave(&d0, 1, &g(1), Kind::Full), Some(Leave::Fewer));
+        assert_eq!(m.leave(&d0, 1, &g(1), Kind::Full), Some(Leave::Last(k1, How::Sockets)));
+        // Not removed until asked: a leave that could not be made is asked again.
+        assert_eq!(m.leave(&d0, 1, &g(1), Kind::Full), Some(Leave::Last(k1, How::Sockets)));
+        m.remove(k1);
+        assert_eq!(m.leave(&d0, 1, &g(1), Kind::Full), None);
+        assert_eq!(m.leave(&d0, 1, &g(1), Kind::SendOnly), Some(Leave::Last(k2, How::Nothing)));
+        // A long name is cut at IBV_SYSFS_NAME_MAX, never a panic.
+        assert_eq!(DevName::of(&"x".repeat(100)), DevName::of(&"x".repeat(64)));
     }
 
     #[test]

@@ -27,6 +27,7 @@
 
 mod cm;
 mod counts;
+pub mod member;
 mod sock;
 
 use crate::mgid::Mgid;
@@ -36,8 +37,8 @@ use crate::view::{Context, McastView, Qp};
 use alloc::vec::Vec;
 use core::cell::UnsafeCell;
 use core::ffi::c_int;
-use core::sync::atomic::{AtomicU32, Ordering::Acquire, Ordering::Relaxed, Ordering::Release, Ordering::SeqCst};
-use counts::Counts;
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering::Acquire, Ordering::Relaxed, Ordering::Release, Ordering::SeqCst};
+use counts::{Counts, Members};
 use sock::{Pool, Sock};
 
 const OFF: u8 = FIRST_STATE;
@@ -112,7 +113,12 @@ pub struct State {
     /// The fabric join's counts, per (bound netdev, group), and its
     /// rdma_cm fd (cm.rs).
     fabric: Counts<cm::Handle>,
+    /// The send-only fabric joins (member.rs), counted apart from the full
+    /// ones: a full join after a send-only one must still be made.
+    fabric_sendonly: Counts<cm::Handle>,
     chan: cm::Channel,
+    /// The explicit memberships (member.rs).
+    members: Members,
 }
 
 /// The state, behind a sleeping lock (a futex) that a forked child can
@@ -134,7 +140,14 @@ unsafe impl Sync for Locked {}
 static STATE: Locked = Locked {
     holder: AtomicU32::new(0),
     waiters: AtomicU32::new(0),
-    state: UnsafeCell::new(State { counts: Counts::new(), pool: Pool::new(), fabric: Counts::new(), chan: cm::Channel::new() }),
+    state: UnsafeCell::new(State {
+        counts: Counts::new(),
+        pool: Pool::new(),
+        fabric: Counts::new(),
+        fabric_sendonly: Counts::new(),
+        chan: cm::Channel::new(),
+        members: Members::new(),
+    }),
 };
 
 /// How long a waiter sleeps before it looks whether the holder still
@@ -204,7 +217,7 @@ fn unlock() {
 /// changed are leaked, not freed. No allocation or free.
 #[cfg_attr(not(rsverbs_clib), allow(dead_code))] // lifecycle.rs is the C library's only
 pub fn after_fork_in_child() {
-    if MODE.peek() != Some(ON) && !matches!(FABRIC.peek(), Some(ON | ALL_PORTS)) {
+    if !in_use() {
         return;
     }
     // SAFETY: the child has one thread, this one, and it is not inside
@@ -214,8 +227,21 @@ pub fn after_fork_in_child() {
     core::mem::forget(core::mem::replace(&mut st.counts, Counts::new()));
     st.chan.close_in_child();
     core::mem::forget(core::mem::replace(&mut st.fabric, Counts::new()));
+    core::mem::forget(core::mem::replace(&mut st.fabric_sendonly, Counts::new()));
+    core::mem::forget(core::mem::replace(&mut st.members, Members::new()));
     STATE.holder.store(0, Release);
 }
+
+/// Whether a join of any kind may have been made: a switch was read on, or
+/// an explicit membership asked for (no switch is read here).
+#[cfg_attr(not(rsverbs_clib), allow(dead_code))] // lifecycle.rs' two calls
+fn in_use() -> bool {
+    MODE.peek() == Some(ON) || matches!(FABRIC.peek(), Some(ON | ALL_PORTS)) || EXPLICIT.load(Relaxed)
+}
+
+/// Whether an explicit membership was ever asked for (member.rs): the
+/// atfork child and unload then have something to forget or close.
+static EXPLICIT: AtomicBool = AtomicBool::new(false);
 
 /// At unload (lifecycle.rs): the sockets are closed, their memberships
 /// ending with them (a plugin loaded and unloaded with groups joined
@@ -224,7 +250,7 @@ pub fn after_fork_in_child() {
 /// that nothing joins after.
 #[cfg_attr(not(rsverbs_clib), allow(dead_code))] // lifecycle.rs is the C library's only caller
 pub fn at_unload() {
-    if MODE.peek() != Some(ON) && !matches!(FABRIC.peek(), Some(ON | ALL_PORTS)) {
+    if !in_use() {
         return;
     }
     let me = crate::sys::gettid() as u32;
@@ -237,6 +263,8 @@ pub fn at_unload() {
     st.counts = Counts::new();
     st.chan.close();
     st.fabric = Counts::new();
+    st.fabric_sendonly = Counts::new();
+    st.members = Members::new();
 }
 
 impl State {
@@ -287,10 +315,10 @@ impl State {
             Ok(t) => t,
             Err(port) => return crate::trace::no_ipoib(ctx, port, &mgid),
         };
-        let asked = cm::Asked { lid: v.lid, qkey };
+        let asked = cm::Asked { lid: Some(v.lid), qkey };
         let Ok(to_join) = self.fabric.attach(key, q.qpn, &mgid, &[ifindex]) else { return no_memory() };
         for i in to_join {
-            let want = cm::Want { ifindex: i, bind, group, mgid, asked };
+            let want = cm::Want { ifindex: i, bind, group, mgid, asked, flags: cm::JOIN_FULL, wait_ms: cm::JOIN_WAIT_MS };
             let r = self.chan.join(&mut self.fabric, &want);
             self.chan.report(fabric_note);
             match r {
@@ -362,17 +390,26 @@ fn fabric_target(ctx: &Context, handle: u32, mgid: &Mgid, all_ports: bool) -> Op
     let dev = ctx.dev.as_ref()?;
     let facts = crate::port::qp_facts(ctx.key, handle, dev);
     let (port, qkey) = (facts.port?, facts.qkey);
-    if crate::port::is_ethernet(dev, port) {
+    let eth = crate::port::is_ethernet(dev, port);
+    if eth && !all_ports {
+        return None;
+    }
+    Some(fabric_place(ctx, dev, port, mgid, eth)?.map(|(i, bind, group)| (i, bind, group, qkey)))
+}
+
+/// [`fabric_target`]'s place on a known port (also an explicit join's,
+/// member.rs): the netdev, the address to bind and the group's address.
+type Place = (u32, cm::Addr, cm::Addr);
+#[inline(never)]
+fn fabric_place(ctx: &Context, dev: &crate::view::Device, port: u32, mgid: &Mgid, eth: bool) -> Option<Result<Place, u32>> {
+    if eth {
         let group = mgid.v4_group()?;
-        if !all_ports {
-            return None;
-        }
         let found = crate::port::netdevs(ctx.key, dev, port).into_iter().find_map(|i| Some((i, cm::ipv4_of(i)?)));
-        return found.map(|(i, a)| Ok((i, cm::Addr::V4(a), cm::Addr::V4(group.octets()), qkey)));
+        return found.map(|(i, a)| Ok((i, cm::Addr::V4(a), cm::Addr::V4(group.octets()))));
     }
     let Some(i) = crate::port::ipoib_netdev(dev, port, None) else { return Some(Err(port)) };
     let Some(a) = cm::ipv4_of(i) else { return Some(Err(port)) };
-    Some(Ok((i, cm::Addr::V4(a), cm::Addr::Ib(0, mgid.0), qkey)))
+    Some(Ok((i, cm::Addr::V4(a), cm::Addr::Ib(0, mgid.0))))
 }
 
 /// A trace line (and a hint) for one outcome of the fabric join: an
@@ -394,8 +431,8 @@ fn fabric_note(o: cm::Outcome) {
                 name.as_deref().unwrap_or("?"),
                 g.as_str()
             ));
-            if mlid != 0 && mlid != asked.lid {
-                crate::trace::mlid_mismatch(&mgid, asked.lid, mlid);
+            if let Some(lid) = asked.lid.filter(|&l| mlid != 0 && l != mlid) {
+                crate::trace::mlid_mismatch(&mgid, lid, mlid);
             }
             if let Some(own) = asked.qkey.filter(|&q| q != qkey) {
                 crate::trace::qkey_mismatch(&mgid, own, qkey);

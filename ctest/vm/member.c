@@ -1,0 +1,271 @@
+/* member: explicit multicast membership (rsverbs_mcast_join(3),
+ * docs/fabric-join.md "Explicit membership") beside librdmacm's own
+ * rdma_join_multicast_ex on the same RoCE port, in the guest.
+ *
+ *   member DEV NETDEV BINDADDR seq rsverbs|rdmacm
+ *       the same sequence of joins and leaves (full and send-only members of
+ *       an IPv4 group; a leave of what is not held; bad flags), each step's
+ *       answer and the group's IGMP membership on NETDEV after it, one
+ *       "step" line each: rsverbs' lines must equal librdmacm's.
+ *   member DEV NETDEV BINDADDR extra
+ *       rsverbs only: counted joins, IPv6, bad arguments, errno on success,
+ *       a forked child that has none of its parent's memberships.
+ *   member DEV NETDEV BINDADDR hold full|sendonly rsverbs|rdmacm GROUP
+ *       joins GROUP (a.b.c.d), prints "held", waits for a line on stdin,
+ *       prints whether NETDEV is still a member ("after member=N"), leaves.
+ *   member DEV NETDEV BINDADDR once full|sendonly rsverbs|rdmacm GROUP
+ *       joins and leaves GROUP, printing membership after each.
+ * rsverbs' functions are found with dlsym (preloaded or relinked alike);
+ * "rsverbs" without them is an error (exit 2). Other failures: "FAIL" lines
+ * and exit 1. */
+#define PROG_NAME "member"
+#include "common.h"
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <net/if.h>
+#include <poll.h>
+#include <rdma/rdma_cma.h>
+#include <sys/wait.h>
+
+typedef int (*member_fn)(struct ibv_context *, uint8_t, const union ibv_gid *, int);
+static member_fn rs_join, rs_leave;
+static struct ibv_context *ctx;
+static const char *netdev, *bindaddr;
+static int failed;
+
+/* librdmacm's side: two UDP IDs bound to BINDADDR, the full member's
+ * and the send-only member's: librdmacm finds a membership to leave by its
+ * address alone (cma.c rdma_leave_multicast), so one ID cannot hold both
+ * kinds of the same group apart. */
+static struct rdma_event_channel *ch;
+static struct rdma_cm_id *ids[2];
+
+static void v4_gid(union ibv_gid *g, const char *group)
+{
+	memset(g, 0, sizeof(*g));
+	g->raw[10] = g->raw[11] = 0xff;
+	if (inet_pton(AF_INET, group, g->raw + 12) != 1)
+		die("bad group %s", group);
+}
+
+static void cm_open(void)
+{
+	ch = rdma_create_event_channel();
+	for (int i = 0; i < 2; i++) {
+		struct sockaddr_in a = { .sin_family = AF_INET };
+		if (!ch || rdma_create_id(ch, &ids[i], NULL, RDMA_PS_UDP))
+			die("rdma_create_id: %s", strerror(errno));
+		if (inet_pton(AF_INET, bindaddr, &a.sin_addr) != 1 || rdma_bind_addr(ids[i], (struct sockaddr *)&a))
+			die("rdma_bind_addr %s: %s", bindaddr, strerror(errno));
+	}
+}
+
+/* The ID of a join of `flags` (bad flags: the full member's). */
+static struct rdma_cm_id *cm_id(int flags)
+{
+	return ids[flags == RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER];
+}
+
+/* The join's event (MULTICAST_JOIN or _ERROR), waited for at most 5 s:
+ * 0, or -1 with errno (the event's status). */
+static int cm_wait(void)
+{
+	struct pollfd p = { .fd = ch->fd, .events = POLLIN };
+	struct rdma_cm_event *e;
+	int st;
+	if (poll(&p, 1, 5000) != 1) {
+		errno = ETIMEDOUT;
+		return -1;
+	}
+	if (rdma_get_cm_event(ch, &e))
+		return -1;
+	st = e->event == RDMA_CM_EVENT_MULTICAST_JOIN ? 0 : (e->status < 0 ? -e->status : EIO);
+	rdma_ack_cm_event(e);
+	errno = st;
+	return st ? -1 : 0;
+}
+
+/* One join or leave of group `g` (v4-mapped), either library's way. */
+static int do_join(int rsverbs, const union ibv_gid *g, int flags)
+{
+	if (rsverbs)
+		return rs_join(ctx, 1, g, flags);
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	memcpy(&a.sin_addr, g->raw + 12, 4);
+	struct rdma_cm_join_mc_attr_ex j = {
+		.comp_mask = RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS,
+		.join_flags = (uint32_t)flags,
+		.addr = (struct sockaddr *)&a,
+	};
+	if (rdma_join_multicast_ex(cm_id(flags), &j, NULL))
+		return -1;
+	return cm_wait();
+}
+
+static int do_leave(int rsverbs, const union ibv_gid *g, int flags)
+{
+	if (rsverbs)
+		return rs_leave(ctx, 1, g, flags);
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	memcpy(&a.sin_addr, g->raw + 12, 4);
+	return rdma_leave_multicast(cm_id(flags), (struct sockaddr *)&a);
+}
+
+/* "step NAME rc=R errno=E member=M" (errno only when rc != 0). */
+static void step(const char *name, int rc, const union ibv_gid *g)
+{
+	int e = errno;
+	printf("step %s rc=%d errno=%d member=%d\n", name, rc, rc ? e : 0, ip_member(netdev, g));
+	fflush(stdout);
+}
+
+static void expect(int ok, const char *what)
+{
+	if (!ok) {
+		printf("FAIL %s\n", what);
+		failed = 1;
+	}
+}
+
+/* The sequence both libraries run (no IPv6: rdma_cm refuses an IPv6 group
+ * on RoCE v2 with ENOTSUPP, docs/ipjoin.md). */
+static void seq(int rs)
+{
+	union ibv_gid g;
+	v4_gid(&g, "239.77.5.1");
+	step("leave-not-joined", do_leave(rs, &g, RDMA_MC_JOIN_FLAG_FULLMEMBER), &g);
+	step("join-bad-flags", do_join(rs, &g, RDMA_MC_JOIN_FLAG_RESERVED), &g);
+	step("join-sendonly", do_join(rs, &g, RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER), &g);
+	step("join-full", do_join(rs, &g, RDMA_MC_JOIN_FLAG_FULLMEMBER), &g);
+	step("leave-sendonly", do_leave(rs, &g, RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER), &g);
+	step("leave-full", do_leave(rs, &g, RDMA_MC_JOIN_FLAG_FULLMEMBER), &g);
+	step("leave-sendonly-again", do_leave(rs, &g, RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER), &g);
+	step("join-sendonly-alone", do_join(rs, &g, RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER), &g);
+	step("leave-sendonly-alone", do_leave(rs, &g, RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER), &g);
+}
+
+/* rsverbs only. */
+static void extra(void)
+{
+	union ibv_gid g, g6, uni;
+	int rc;
+	v4_gid(&g, "239.77.5.2");
+	gid_from_hex(&g6, "ff0e0000000000000000000000770502");
+	v4_gid(&uni, "239.77.5.3");
+	uni.raw[12] = 10; /* ::ffff:10.77.5.3, not multicast */
+
+	/* Counted: two joins need two leaves. */
+	expect(rs_join(ctx, 1, &g, 0) == 0 && rs_join(ctx, 1, &g, 0) == 0, "two full joins");
+	expect(ip_member(netdev, &g) == 1, "member after two joins");
+	expect(rs_leave(ctx, 1, &g, 0) == 0 && ip_member(netdev, &g) == 1, "still a member after one leave of two");
+	expect(rs_leave(ctx, 1, &g, 0) == 0 && ip_member(netdev, &g) == 0, "not a member after the second leave");
+	errno = 0;
+	expect(rs_leave(ctx, 1, &g, 0) == -1 && errno == EADDRNOTAVAIL, "a third leave: EADDRNOTAVAIL");
+
+	/* IPv6: joined at IP level (rdma_cm would refuse it on RoCE v2). */
+	expect(rs_join(ctx, 1, &g6, 0) == 0 && ip_member(netdev, &g6) == 1, "IPv6 full join: member");
+	expect(rs_join(ctx, 1, &g6, 1) == 0 && ip_member(netdev, &g6) == 1, "IPv6 send-only join beside it");
+	expect(rs_leave(ctx, 1, &g6, 1) == 0 && ip_member(netdev, &g6) == 1, "IPv6 send-only leave: the full member stays");
+	expect(rs_leave(ctx, 1, &g6, 0) == 0 && ip_member(netdev, &g6) == 0, "IPv6 full leave: gone");
+
+	/* errno is left as it was on success, set on failure. */
+	errno = SENTINEL;
+	expect(rs_join(ctx, 1, &g, 1) == 0 && errno == SENTINEL, "a success leaves errno");
+	expect(rs_leave(ctx, 1, &g, 1) == 0 && errno == SENTINEL, "a successful leave leaves errno");
+
+	/* Bad arguments: EINVAL, nothing joined. */
+	struct { const char *what; struct ibv_context *c; uint8_t port; const union ibv_gid *g; int flags; } bad[] = {
+		{ "NULL context", NULL, 1, &g, 0 },
+		{ "NULL mgid", ctx, 1, NULL, 0 },
+		{ "port 0", ctx, 0, &g, 0 },
+		{ "port 9", ctx, 9, &g, 0 },
+		{ "flags 2", ctx, 1, &g, 2 },
+		{ "flags -1", ctx, 1, &g, -1 },
+		{ "a unicast GID", ctx, 1, &uni, 0 },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char what[96];
+		errno = 0;
+		rc = rs_join(bad[i].c, bad[i].port, bad[i].g, bad[i].flags);
+		snprintf(what, sizeof(what), "join with %s: EINVAL (rc %d, errno %d)", bad[i].what, rc, errno);
+		expect(rc == -1 && errno == EINVAL, what);
+		errno = 0;
+		rc = rs_leave(bad[i].c, bad[i].port, bad[i].g, bad[i].flags);
+		snprintf(what, sizeof(what), "leave with %s: EINVAL (rc %d, errno %d)", bad[i].what, rc, errno);
+		expect(rc == -1 && errno == EINVAL, what);
+	}
+	expect(ip_member(netdev, &g) == 0, "nothing joined by the refused calls");
+
+	/* A forked child has none of its parent's memberships, and its exit
+	 * leaves the parent's alone. */
+	expect(rs_join(ctx, 1, &g, 0) == 0 && ip_member(netdev, &g) == 1, "parent joined");
+	pid_t pid = fork();
+	if (pid == 0) {
+		errno = 0;
+		int r = rs_leave(ctx, 1, &g, 0);
+		_exit(r == -1 && errno == EADDRNOTAVAIL ? 0 : 1);
+	}
+	int st = 0;
+	expect(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	       "the child's leave of its parent's membership: EADDRNOTAVAIL");
+	expect(ip_member(netdev, &g) == 1, "the parent is still a member after the child");
+	expect(rs_leave(ctx, 1, &g, 0) == 0 && ip_member(netdev, &g) == 0, "the parent's leave");
+	printf("extra done\n");
+}
+
+static int kind_of(const char *k)
+{
+	if (!strcmp(k, "full"))
+		return RDMA_MC_JOIN_FLAG_FULLMEMBER;
+	if (!strcmp(k, "sendonly"))
+		return RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER;
+	die("not full or sendonly: %s", k);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 6)
+		die("usage: member DEV NETDEV BINDADDR seq|extra|hold|once ...");
+	const char *what = argv[4];
+	netdev = argv[2];
+	bindaddr = argv[3];
+	ctx = open_by_name(argv[1]);
+	rs_join = (member_fn)dlsym(RTLD_DEFAULT, "rsverbs_mcast_join");
+	rs_leave = (member_fn)dlsym(RTLD_DEFAULT, "rsverbs_mcast_leave");
+	const char *lib = !strcmp(what, "seq") ? argv[5] : argc >= 8 ? argv[6] : "rsverbs";
+	int rs = strcmp(lib, "rsverbs") == 0;
+	if (rs && (!rs_join || !rs_leave)) {
+		fprintf(stderr, "member: rsverbs_mcast_join is not loaded\n");
+		return 2;
+	}
+	if (!rs)
+		cm_open();
+	if (!strcmp(what, "seq")) {
+		seq(rs);
+	} else if (!strcmp(what, "extra")) {
+		extra();
+	} else if (argc >= 8 && (!strcmp(what, "hold") || !strcmp(what, "once"))) {
+		union ibv_gid g;
+		int flags = kind_of(argv[5]);
+		v4_gid(&g, argv[7]);
+		step("join", do_join(rs, &g, flags), &g);
+		if (!strcmp(what, "hold")) {
+			char line[16];
+			printf("held\n");
+			fflush(stdout);
+			if (!fgets(line, sizeof(line), stdin))
+				die("no go line");
+			printf("after member=%d\n", ip_member(netdev, &g));
+		}
+		step("leave", do_leave(rs, &g, flags), &g);
+	} else {
+		die("unknown: %s", what);
+	}
+	for (int i = 0; i < 2; i++)
+		if (ids[i])
+			rdma_destroy_id(ids[i]);
+	if (ch)
+		rdma_destroy_event_channel(ch);
+	ibv_close_device(ctx);
+	return failed;
+}

@@ -1,0 +1,241 @@
+//! Explicit membership (`rsverbs_mcast_join`, `rsverbs_mcast_leave`,
+//! rsverbs_mcast_join(3), docs/fabric-join.md "Explicit membership"): a
+//! process joins a group on a port as a full member or as a send-only
+//! full member, without a QP and without attaching, and leaves it again.
+//! Interposition never sees a sender (senders do not attach), and on
+//! InfiniBand a sender must be a member too (perftest's send_bw.c joins
+//! "the Send side port" though it never attaches; the SA routes a group's
+//! packets only from members).
+//!
+//! What a join makes, by the port's link layer:
+//! - InfiniBand: the fabric join through rdma_cm (cm.rs), in the join state
+//!   asked (`JOIN_MCAST` `join_flags`, Linux 4.9 ab15c95a17b3): the kernel
+//!   sends the SA JoinState 0x1 or 0x8 (cma.c `cma_join_ib_multicast`).
+//! - RoCE, full member: the IP-level join on the port's netdevs, as
+//!   `RSVERBS_MCAST_IPJOIN` makes it after an attach (sock.rs): IPv4 and
+//!   IPv6 alike.
+//! - RoCE, send-only: nothing on the wire. The kernel's own rdma_cm sends
+//!   no IGMP report for a send-only member (cma.c `cma_iboe_join_multicast`,
+//!   `if (!send_only) cma_igmp_send(...)`) and, since 2cc74e1ee31d (5.15 and
+//!   the stable branches), no IGMP leave either (`destroy_mc`): a send-only
+//!   leave that sent one ended a full member's subscription on the same
+//!   host. The membership is only counted here, so its leave can never end
+//!   anyone's.
+//!   With `RSVERBS_MCAST_FABRICJOIN=roce` (the test bed's switch) an IPv4
+//!   group on RoCE goes through rdma_cm as on InfiniBand, so that the
+//!   kernel's send-only path runs where it can run.
+//!
+//! Memberships are the process's, counted per (device, port, group, join
+//! state): each join needs one leave, the last leave ends it; a leave of
+//! one not joined is EADDRNOTAVAIL (librdmacm's `rdma_leave_multicast`).
+//! A full membership shares its (netdev, group) counts with the attaches'
+//! joins, so neither ends the other's; a send-only one is counted apart
+//! (a full attach after it must still make the full join). They end at the
+//! last leave, at unload, or at exit (the kernel closes the sockets and the
+//! rdma_cm fd); a forked child has none of its parent's. Everything runs
+//! under the IP join's lock ([`super::exclusive`]); the counting itself is
+//! [`super::counts::Members`], without syscalls.
+#![forbid(unsafe_code)]
+
+use super::counts::{DevName, How, Leave};
+pub use super::counts::Kind;
+use super::{EXPLICIT, State, cm, fabric_mode, fabric_note, note, note_fabric};
+use crate::mgid::Mgid;
+use crate::registry::QpKey;
+use crate::view::{Context, Device};
+use core::ffi::c_int;
+use core::sync::atomic::Ordering::Relaxed;
+
+/// How long an explicit join waits for rdma_cm's answer (RoCE answers at
+/// once, InfiniBand after the SA): the caller asked for the membership and
+/// gets its result, where an attach waits only [`cm::JOIN_WAIT_MS`]. An
+/// answer later than this is read lazily, as an attach's is.
+const EXPLICIT_WAIT_MS: u32 = 1000;
+
+/// The port's link layer: Some(true) for Ethernet (RoCE, iWARP), Some(false)
+/// for InfiniBand; None when the device has no such port (its sysfs
+/// `ports/N` is absent: the kernel's own answer to a bad port is EINVAL,
+/// device.c `rdma_is_port_valid`).
+fn ethernet(dev: &Device, port: u32) -> Option<bool> {
+    crate::port::link_layer(dev, port).map(|l| l == crate::port::LinkLayer::Ethernet)
+}
+
+/// `rsverbs_mcast_join`'s work: `Err(errno)` as the C function reports it.
+pub fn join(ctx: &Context, port: u32, mgid: Mgid, kind: Kind) -> Result<(), c_int> {
+    let Some(dev) = ctx.dev else { return Err(libc::EINVAL) };
+    if !mgid.is_multicast() {
+        return Err(libc::EINVAL);
+    }
+    let eth = ethernet(&dev, port).ok_or(libc::EINVAL)?;
+    EXPLICIT.store(true, Relaxed);
+    super::exclusive(|st| st.member_join(ctx, &dev, port, eth, mgid, kind)).unwrap_or(Err(libc::EDEADLK))
+}
+
+/// `rsverbs_mcast_leave`'s work.
+pub fn leave(ctx: &Context, port: u32, mgid: Mgid, kind: Kind) -> Result<(), c_int> {
+    let Some(dev) = ctx.dev else { return Err(libc::EINVAL) };
+    if !mgid.is_multicast() {
+        return Err(libc::EINVAL);
+    }
+    super::exclusive(|st| st.member_leave(&dev, port, mgid, kind)).unwrap_or(Err(libc::EDEADLK))
+}
+
+impl State {
+    #[inline(never)]
+    fn member_join(&mut self, ctx: &Context, dev: &Device, port: u32, eth: bool, mgid: Mgid, kind: Kind) -> Result<(), c_int> {
+        let name = DevName::of(dev.name());
+        let r = match self.members.join_again(&name, port, &mgid, kind) {
+            Some(true) => Ok(()),
+            Some(false) => Err(libc::EOVERFLOW),
+            None => self.member_first_join(ctx, dev, port, eth, mgid, kind),
+        };
+        note_member("join", dev, port, &mgid, kind, r.err().unwrap_or(0));
+        r
+    }
+
+    /// The first join of a membership: what its port needs, by link layer
+    /// (the module's comment), all of it or nothing.
+    fn member_first_join(&mut self, ctx: &Context, dev: &Device, port: u32, eth: bool, mgid: Mgid, kind: Kind) -> Result<(), c_int> {
+        let key = self.members.prepare().map_err(|_| libc::ENOMEM)?;
+        let place = if !eth || (fabric_mode() == Some(true) && mgid.v4_group().is_some()) {
+            super::fabric_place(ctx, dev, port, &mgid, eth)
+        } else {
+            None
+        };
+        let how = match place {
+            Some(Ok((ifindex, bind, group))) => {
+                let flags = if kind == Kind::Full { cm::JOIN_FULL } else { cm::JOIN_SENDONLY };
+                let asked = cm::Asked { lid: None, qkey: None };
+                let w = cm::Want { ifindex, bind, group, mgid, asked, flags, wait_ms: EXPLICIT_WAIT_MS };
+                self.member_fabric_join(key, kind, w)?
+            }
+            Some(Err(port)) => {
+                crate::trace::no_ipoib(ctx, port, &mgid);
+                return Err(libc::ENODEV);
+            }
+            // An InfiniBand port always has a place, or no IPoIB: this is RoCE.
+            None if kind == Kind::Full => self.member_socket_join(ctx, dev, port, key, mgid)?,
+            None => How::Nothing,
+        };
+        self.members.add(DevName::of(dev.name()), port, mgid, kind, key, how);
+        Ok(())
+    }
+
+    /// The socket joins of a full member on RoCE: every netdev of the port,
+    /// or none (those made are left again when one fails).
+    #[inline(never)]
+    fn member_socket_join(&mut self, ctx: &Context, dev: &Device, port: u32, key: QpKey, mgid: Mgid) -> Result<How, c_int> {
+        let ifindexes = crate::port::netdevs(ctx.key, dev, port);
+        if ifindexes.is_empty() {
+            return Err(libc::ENODEV);
+        }
+        self.counts.forget_held(|s| !s.is_ours());
+        let to_join = self.counts.attach(key, 0, &mgid, &ifindexes).map_err(|_| libc::ENOMEM)?;
+        let mut failed = 0;
+        for i in to_join {
+            match self.pool.join(i, &mgid) {
+                Ok(s) => {
+                    self.counts.joined(i, &mgid, s);
+                    note("join", i, &mgid, 0);
+                }
+                Err(e) => {
+                    note("join", i, &mgid, e);
+                    if failed == 0 {
+                        failed = e;
+                    }
+                }
+            }
+        }
+        if failed != 0 {
+            self.end(How::Sockets, key, Kind::Full, &mgid)?;
+            return Err(failed);
+        }
+        Ok(How::Sockets)
+    }
+
+    /// The rdma_cm join of `w`, answered within [`EXPLICIT_WAIT_MS`] or
+    /// left pending; refused: left again and its errno returned.
+    #[inline(never)]
+    fn member_fabric_join(&mut self, key: QpKey, kind: Kind, w: cm::Want) -> Result<How, c_int> {
+        let State { fabric, fabric_sendonly, chan, .. } = self;
+        let counts = if kind == Kind::Full { fabric } else { fabric_sendonly };
+        let to_join = counts.attach(key, 0, &w.mgid, &[w.ifindex]).map_err(|_| libc::ENOMEM)?;
+        let mut failed = 0;
+        for i in to_join {
+            let want = cm::Want { ifindex: i, ..w };
+            let r = chan.join(counts, &want);
+            let refused = chan.refused(i, &w.mgid);
+            chan.report(fabric_note);
+            match (r, refused) {
+                (Ok(h), None) => counts.joined(i, &w.mgid, h),
+                (Ok(_), Some(e)) => failed = e,
+                (Err((step, e)), _) => {
+                    fabric_note(cm::Outcome::Failed { ifindex: i, mgid: w.mgid, step, errno: e });
+                    failed = e;
+                }
+            }
+        }
+        if failed != 0 {
+            self.end(How::Fabric, key, kind, &w.mgid)?;
+            return Err(failed);
+        }
+        Ok(How::Fabric)
+    }
+
+    #[inline(never)]
+    fn member_leave(&mut self, dev: &Device, port: u32, mgid: Mgid, kind: Kind) -> Result<(), c_int> {
+        let r = match self.members.leave(&DevName::of(dev.name()), port, &mgid, kind) {
+            None => Err(libc::EADDRNOTAVAIL),
+            Some(Leave::Fewer) => Ok(()),
+            // Still counted when this fails (no memory): the leave can be
+            // asked again.
+            Some(Leave::Last(key, how)) => self.end(how, key, kind, &mgid).map(|()| self.members.remove(key)),
+        };
+        note_member("leave", dev, port, &mgid, kind, r.err().unwrap_or(0));
+        r
+    }
+
+    /// Ends what `key` counts of `mgid`: the (netdev, group) joins whose
+    /// last user it was are left. A membership whose socket or rdma_cm fd
+    /// the program closed ended with it: nothing to do, no error.
+    fn end(&mut self, how: How, key: QpKey, kind: Kind, mgid: &Mgid) -> Result<(), c_int> {
+        match how {
+            How::Nothing => {}
+            How::Sockets => {
+                let to_leave = self.counts.detach(key, mgid).map_err(|_| libc::ENOMEM)?;
+                for (i, s) in to_leave {
+                    let r = self.pool.leave(s, i, mgid).err().unwrap_or(0);
+                    note("leave", i, mgid, r);
+                }
+            }
+            How::Fabric => {
+                let State { fabric, fabric_sendonly, chan, .. } = self;
+                let counts = if kind == Kind::Full { fabric } else { fabric_sendonly };
+                let to_leave = counts.detach(key, mgid).map_err(|_| libc::ENOMEM)?;
+                for (i, h) in to_leave {
+                    let r = chan.leave(counts, h).err().unwrap_or(0);
+                    chan.report(fabric_note);
+                    note_fabric("leave", "leave", i, mgid, r);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `member join|leave dev=NAME port=N GROUP as=full|sendonly result=R`
+/// (with `RSVERBS_TRACE` on).
+#[inline(never)]
+fn note_member(what: &str, dev: &Device, port: u32, mgid: &Mgid, kind: Kind, rc: c_int) {
+    if !crate::trace::registry_on() {
+        return;
+    }
+    let g = crate::trace::format::short::<128>(mgid);
+    let kind = if kind == Kind::Full { "full" } else { "sendonly" };
+    crate::trace::note(format_args!(
+        "member {what} dev={} port={port} {} as={kind} result={}",
+        dev.name(),
+        g.as_str(),
+        crate::trace::format::Res(rc)
+    ));
+}
