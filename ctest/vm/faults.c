@@ -39,7 +39,10 @@
  *                 worker cancelled before the verb (pending from its entry:
  *                 any cancellation point reached inside would act), and
  *                 one per position K, pthread_cancel called while the
- *                 worker waits in its K-th syscall. Each must: return from
+ *                 worker waits in its K-th syscall, for each K whose call
+ *                 site (syscall, object, offset) no earlier position of
+ *                 this path had (FAULTS_CANCEL=all: every K; see
+ *                 cancellations()). Each must: return from
  *                 the verb with the census' answer (the library is not a
  *                 cancellation point), then be cancelled at its own
  *                 pthread_testcancel(); the process lives, no fd leaks, and
@@ -138,6 +141,8 @@ struct shared {
 	/* CANCEL, from the child's main thread: */
 	int positions;       /* the worker's syscalls during the verb */
 	int pos_nr[MAX_ALL]; /* the number of each */
+	uint64_t pos_ip[MAX_ALL]; /* its syscall instruction's address (seccomp_data) */
+	uint64_t pos_site[MAX_ALL]; /* census: that address as (object, offset) */
 	int cancel_nr;       /* the syscall pthread_cancel came in (-1: before the verb; -2: never) */
 	int cancelled;       /* pthread_join gave PTHREAD_CANCELED */
 	int later_rc;        /* the later attach and detach from another thread */
@@ -346,7 +351,8 @@ static void *later(void *arg)
  * counted in *count (its number in nrs, up to MAX_ALL), and at the
  * `nth`-th the thread is cancelled before its call goes on. Returns what
  * the thread returned (PTHREAD_CANCELED), or (void *)-1. */
-static void *supervise(void *(*fn)(void *), volatile int *listener, volatile int *window, int nth, int *count, int *nrs)
+static void *supervise(void *(*fn)(void *), volatile int *listener, volatile int *window, int nth, int *count, int *nrs,
+		       uint64_t *ips)
 {
 	pthread_t t;
 	void *ret = (void *)-1;
@@ -390,6 +396,8 @@ static void *supervise(void *(*fn)(void *), volatile int *listener, volatile int
 			int k = ++*count;
 			if (nrs && k <= MAX_ALL)
 				nrs[k - 1] = req->data.nr;
+			if (ips && k <= MAX_ALL)
+				ips[k - 1] = req->data.instruction_pointer;
 			if (k == nth) {
 				sh->cancel_nr = req->data.nr;
 				pthread_cancel(t);
@@ -433,11 +441,24 @@ static void cancel_run(void)
 {
 	cancel_warm();
 	sh->cancel_nr = cancel_nth < 0 ? -1 : -2;
-	void *ret = supervise(worker, &worker_listener, &in_verb, cancel_nth, &sh->positions, sh->pos_nr);
+	void *ret = supervise(worker, &worker_listener, &in_verb, cancel_nth, &sh->positions, sh->pos_nr, sh->pos_ip);
 	sh->cancelled = ret == PTHREAD_CANCELED;
+	/* The census: each syscall's site as its object's name and offset,
+	 * the same in every exec'd child whatever the load address. */
+	for (int k = 0; cancel_nth == 0 && k < sh->positions && k < MAX_ALL; k++) {
+		Dl_info i;
+		uint64_t ip = sh->pos_ip[k];
+		if (dladdr((void *)(uintptr_t)ip, &i) && i.dli_fname && i.dli_fbase) {
+			const char *b = strrchr(i.dli_fname, '/');
+			b = b ? b + 1 : i.dli_fname;
+			sh->pos_site[k] = (fnv(b, strlen(b)) & ~(uint64_t)0xffffffff) | ((ip - (uintptr_t)i.dli_fbase) & 0xffffffff);
+		} else {
+			sh->pos_site[k] = ip; /* unknown: never the same as another */
+		}
+	}
 	group(&later_gid, 2);
 	sh->later_rc = -1;
-	supervise(later, &later_listener, &in_later, 0, &sh->later_futex, NULL);
+	supervise(later, &later_listener, &in_later, 0, &sh->later_futex, NULL, NULL);
 }
 
 /* The child: setup, filter, the verb, checks. */
@@ -728,23 +749,55 @@ static void small_stack(enum scenario s, const int *calls)
 		memcmp(calls, sh->calls, sizeof(sh->calls)) ? "other syscalls than the census'" : NULL);
 }
 
+/* The call sites a cancellation was delivered at, over this path's
+ * scenarios (one process runs one path): (syscall, object, offset). */
+static struct { int nr; uint64_t site; } tried[6 * MAX_ALL];
+static int ntried;
+
+/* Whether position k (0-based) of the census is a call site not tried yet
+ * (and now it is). */
+static int new_site(int k)
+{
+	for (int i = 0; i < ntried; i++)
+		if (tried[i].nr == sh->pos_nr[k] && tried[i].site == sh->pos_site[k])
+			return 0;
+	tried[ntried].nr = sh->pos_nr[k], tried[ntried].site = sh->pos_site[k];
+	ntried++;
+	return 1;
+}
+
 /* The cancellation axis: the census of the verb's syscalls in a worker
- * thread, then a cancellation before the verb and at each of them. */
+ * thread, then a cancellation before the verb and at each of them whose
+ * call site (the syscall instruction's object and offset, and the syscall)
+ * no earlier position of this path's scenarios had. Whether a pending
+ * deferred cancellation acts in a syscall is decided by the code that
+ * makes it: glibc's cancellable wrappers switch the thread to asynchronous
+ * cancellation around their syscall instruction (glibc 2.36
+ * sysdeps/unix/sysdep.h SYSCALL_CANCEL, nptl/cancellation.c
+ * __pthread_enable_asynccancel); a raw syscall (src/sys.rs) does not. The
+ * same site again runs the same code: a loop's 16 ioctls, the sysfs
+ * reads, a later scenario's shared path. FAULTS_CANCEL=all tries every
+ * position. */
 static void cancellations(enum scenario s)
 {
 	char what[96], why[160];
+	const char *all_env = getenv("FAULTS_CANCEL");
+	int all = all_env && !strcmp(all_env, "all");
 	int st = run(s, CANCEL, -1, 0, 0);
 	int positions = sh->positions;
 	if (st < 0 || !WIFEXITED(st) || WEXITSTATUS(st) || !sh->ok || !sh->done || !same_answer())
 		die("cancellation census of %s failed (status %d, rc %d errno %d): %s", scen_name[s], st, sh->rc, sh->err, sh->why);
 	if (positions > MAX_ALL)
 		die("cancellation census of %s: %d syscalls (more than %d)", scen_name[s], positions, MAX_ALL);
-	printf("census-cancel %s: %d syscalls:", scen_name[s], positions);
+	int try[MAX_ALL + 1], sites = 0;
 	for (int k = 0; k < positions; k++)
-		printf(" %s", sysname(sh->pos_nr[k]));
+		sites += try[k + 1] = all || new_site(k);
+	printf("census-cancel %s: %d syscalls, %d new call sites:", scen_name[s], positions, sites);
+	for (int k = 0; k < positions; k++)
+		printf(" %s%s", sysname(sh->pos_nr[k]), try[k + 1] ? "" : "=");
 	printf(" rc=%d\n", sh->rc);
 	for (int k = -1; k <= positions; k++) {
-		if (k == 0)
+		if (k == 0 || (k > 0 && !try[k]))
 			continue;
 		st = run(s, CANCEL, -1, 0, k);
 		const char *bad = NULL;

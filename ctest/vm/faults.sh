@@ -17,9 +17,11 @@
 #   allocation    the library's N-th allocation during the verb failed, for
 #                 every N its census counts: the census' answer
 #   cancellation  pthread_cancel (deferred) before the verb and while it
-#                 waits in each of its syscalls: the verb returns with the
-#                 census' answer, the thread is cancelled after it, and a
-#                 later attach from another thread finds no lock held
+#                 waits in each of its syscalls whose call site (syscall,
+#                 object, offset) is new to the path (FAULTS_CANCEL=all:
+#                 every position; docs/security.md): the verb returns with
+#                 the census' answer, the thread is cancelled after it, and
+#                 a later attach from another thread finds no lock held
 #   small stack   the verb from a handler on an 8 KiB sigaltstack over a
 #                 guard page: the census' answer
 # and the library imports none of glibc's cancellation points (its
