@@ -79,7 +79,7 @@ CANCEL_POINTS="accept accept4 aio_suspend clock_nanosleep close connect creat cr
   pthread_cond_clockwait pthread_testcancel fopen fopen64 fclose fflush fread fwrite fgets fputs fprintf printf
   dprintf vfprintf getline getdelim syslog"
 imports=$(readelf --dyn-syms -W "$RSVERBS_LIB" | awk '$7 == "UND" { sub(/@.*/, "", $8); print $8 }' | sort -u)
-called=$(comm -12 <(tr -s ' \n' '\n' <<< "$CANCEL_POINTS" | sort -u) <<< "$imports" | tr '\n' ' ')
+called=$(comm -12 <(tr -s ' \n' '\n' <<< "$CANCEL_POINTS" | sort -u) - <<< "$imports" | tr '\n' ' ')
 check "the library imports no cancellation point of glibc's ($(wc -l <<< "$imports") imports; ${called:-none of them})" test -z "$called"
 
 # One line per axis, over the three paths; the suite fails unless every
