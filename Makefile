@@ -2,7 +2,7 @@
 #   make            build build/librsverbs.so.1, build/rsverbs and an uninstalled rsverbs.pc
 #   make tool       build only build/rsverbs, the command (rsverbs gids, rsverbs doctor)
 #   make check      every test (installs what it needs on Debian 12, as root)
-#   make faults     every syscall rsverbs makes, failed on purpose, in a qemu guest
+#   make faults     rsverbs' syscalls and allocations failed, threads cancelled, small stacks, in a qemu guest
 #   make fanout     RoCE multicast, 1 sender to N = 2, 8, 24 receivers in qemu guests
 #   make demo       boot the Soft-RoCE test bed and show C programs on rsverbs
 #   make install    PREFIX, BINDIR, LIBDIR, INCLUDEDIR, PKGCONFIGDIR, MANDIR and DESTDIR honoured
@@ -306,8 +306,10 @@ check-traced: deps all
 	RSVERBS_TRACE_ALL=hints:trace.log RSVERBS_VM_OUT=$(CURDIR)/ctest/out/traced RSVERBS_VM_TIMEOUT=2400 \
 	  ctest/vm_suite.sh; st=$$?; ctest/summary.sh ctest/out/traced; exit $$st
 
-# Every syscall rsverbs makes during a verb failed on purpose, in the guest
-# (ctest/vm/faults.sh, docs/security.md); .ci/run runs it after make check.
+# Every syscall rsverbs makes during a verb failed on purpose, in the guest,
+# and each allocation, a cancellation at each syscall, the verb on an 8 KiB
+# sigaltstack (ctest/vm/faults.sh, docs/security.md); .ci/run runs it after
+# make check. FAULTS_AXES and FAULTS_PATHS run fewer (faults.sh).
 faults: deps all
 	rm -f ctest/out/faults/*.results
 	RSVERBS_SUITES=faults RSVERBS_VM_OUT=$(CURDIR)/ctest/out/faults ctest/vm_suite.sh; st=$$?; \

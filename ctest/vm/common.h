@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -207,6 +208,25 @@ static inline int install_filter(unsigned ioctl_err, int fd, unsigned write_err)
 		return -1;
 	}
 	return 0;
+}
+
+/* Installs `handler` for `sig` on an alternate signal stack of `size`
+ * bytes, mmap'ed above a PROT_NONE guard page: a handler that overflows it
+ * dies with SIGSEGV instead of writing below it (SA_ONSTACK). Returns 0,
+ * or -1 with errno set. For a verb called from a signal handler on a small
+ * stack (SIGSTKSZ: 8 KiB; ctest/vm/stack.c, ctest/vm/faults.c). */
+static inline int altstack_handler(int sig, void (*handler)(int), size_t size)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	char *m = mmap(NULL, (size_t)page + size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return -1;
+	if (mprotect(m, (size_t)page, PROT_NONE))
+		return -1;
+	stack_t ss = { .ss_sp = m + page, .ss_size = size };
+	struct sigaction sa = { .sa_handler = handler, .sa_flags = SA_ONSTACK };
+	sigemptyset(&sa.sa_mask);
+	return sigaltstack(&ss, NULL) || sigaction(sig, &sa, NULL) ? -1 : 0;
 }
 
 /* Waits for `pid` at most `ms` milliseconds (bounded polling). Returns the

@@ -251,13 +251,7 @@ static void on_altstack(void)
 
 static void setup_altstack(void)
 {
-	char *m = mmap(NULL, page + ALTSTACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (m == MAP_FAILED || mprotect(m, page, PROT_NONE))
-		die("altstack: %s", strerror(errno));
-	stack_t ss = { .ss_sp = m + page, .ss_size = ALTSTACK };
-	struct sigaction sa = { .sa_handler = handler, .sa_flags = SA_ONSTACK };
-	sigemptyset(&sa.sa_mask);
-	if (sigaltstack(&ss, NULL) || sigaction(SIGUSR1, &sa, NULL))
+	if (altstack_handler(SIGUSR1, handler, ALTSTACK))
 		die("sigaltstack: %s", strerror(errno));
 }
 
