@@ -37,7 +37,7 @@
 //! [`super::counts::Members`], without syscalls.
 #![forbid(unsafe_code)]
 
-use super::counts::{DevName, How, Leave};
+use super::counts::{Counts, DevName, How, Leave};
 pub use super::counts::Kind;
 use super::{EXPLICIT, State, cm, fabric_mode, fabric_note, note, note_fabric};
 use crate::mgid::Mgid;
@@ -157,8 +157,7 @@ impl State {
     /// left pending; refused: left again and its errno returned.
     #[inline(never)]
     fn member_fabric_join(&mut self, key: QpKey, kind: Kind, w: cm::Want) -> Result<How, c_int> {
-        let State { fabric, fabric_sendonly, chan, .. } = self;
-        let counts = if kind == Kind::Full { fabric } else { fabric_sendonly };
+        let (counts, chan) = self.fabric_of(kind);
         let to_join = counts.attach(key, 0, &w.mgid, &[w.ifindex]).map_err(|_| libc::ENOMEM)?;
         let mut failed = 0;
         for i in to_join {
@@ -180,6 +179,13 @@ impl State {
             return Err(failed);
         }
         Ok(How::Fabric)
+    }
+
+    /// The fabric join's counts for memberships of `kind` (the send-only
+    /// ones apart), and the rdma_cm channel.
+    fn fabric_of(&mut self, kind: Kind) -> (&mut Counts<cm::Handle>, &mut cm::Channel) {
+        let counts = if kind == Kind::Full { &mut self.fabric } else { &mut self.fabric_sendonly };
+        (counts, &mut self.chan)
     }
 
     #[inline(never)]
@@ -209,8 +215,7 @@ impl State {
                 }
             }
             How::Fabric => {
-                let State { fabric, fabric_sendonly, chan, .. } = self;
-                let counts = if kind == Kind::Full { fabric } else { fabric_sendonly };
+                let (counts, chan) = self.fabric_of(kind);
                 let to_leave = counts.detach(key, mgid).map_err(|_| libc::ENOMEM)?;
                 for (i, h) in to_leave {
                     let r = chan.leave(counts, h).err().unwrap_or(0);
