@@ -62,9 +62,7 @@ impl<const N: usize> Text<N> {
     }
     /// Appends `b`, cut at the capacity.
     pub fn push_bytes(&mut self, b: &[u8]) {
-        let n = b.len().min(N - self.len);
-        self.buf[self.len..self.len + n].copy_from_slice(&b[..n]);
-        self.len += n;
+        push(&mut self.buf, &mut self.len, b);
     }
     /// The bytes so far.
     pub fn as_bytes(&self) -> &[u8] {
@@ -116,7 +114,14 @@ impl<const N: usize> core::fmt::Write for Text<N> {
 #[inline(never)]
 fn push_char(buf: &mut [u8], len: &mut usize, c: char) {
     let mut utf8 = [0; 4];
-    let b = c.encode_utf8(&mut utf8).as_bytes();
+    push(buf, len, c.encode_utf8(&mut utf8).as_bytes());
+}
+
+/// [`Text::push_bytes`]' body (and so `write_str`'s), shared by every
+/// capacity: compiled once per `N` it took 7 copies of about 90 bytes on
+/// x86_64 at 592318d.
+#[inline(never)]
+fn push(buf: &mut [u8], len: &mut usize, b: &[u8]) {
     let n = b.len().min(buf.len() - *len);
     buf[*len..*len + n].copy_from_slice(&b[..n]);
     *len += n;
@@ -270,7 +275,7 @@ pub fn cpu_and_preemptions() -> (u64, u64) {
     let n = status
         .lines()
         .find_map(|l| l.strip_prefix("nonvoluntary_ctxt_switches:"))
-        .and_then(|v| v.trim().parse().ok())
+        .and_then(|v| v.trim_ascii().parse().ok())
         .expect("nonvoluntary_ctxt_switches");
     (ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000, n)
 }

@@ -103,7 +103,7 @@ fn attr(dev: &Device, rel: core::fmt::Arguments<'_>) -> Option<String> {
     let mut path = Path::new();
     let _ = write!(path, "{}/{rel}", dev.sysfs());
     let s = os::read_text(path.cstr()?)?;
-    let t = s.trim();
+    let t = s.trim_ascii();
     if t.is_empty() {
         None
     } else if t.len() == s.len() {
@@ -232,15 +232,15 @@ pub fn ipoib_netdev(dev: &Device, port: u32, pkey: Option<u16>) -> Option<u32> {
             let _ = write!(p, "/sys/class/net/{name}/{rel}");
             os::read_text(p.cstr()?)
         };
-        if net("type").and_then(|t| t.trim().parse::<u32>().ok()) != Some(ARPHRD_INFINIBAND) {
+        if net("type").and_then(|t| t.trim_ascii().parse::<u32>().ok()) != Some(ARPHRD_INFINIBAND) {
             return;
         }
         let Some(addr) = net("address") else { return };
-        if !hw_has_gid(addr.trim(), &gid) {
+        if !hw_has_gid(addr.trim_ascii(), &gid) {
             return;
         }
         if let Some(want) = pkey {
-            let has = net("pkey").and_then(|p| u16::from_str_radix(p.trim().trim_start_matches("0x"), 16).ok());
+            let has = net("pkey").and_then(|p| u16::from_str_radix(p.trim_ascii().trim_start_matches("0x"), 16).ok());
             if has.map(|h| h | 0x8000) != Some(want | 0x8000) {
                 return;
             }

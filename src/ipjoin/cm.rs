@@ -27,7 +27,7 @@
 //! `rdma_cm` node. An fd that lost either is forgotten, never written to
 //! or closed; the kernel ended our memberships with it.
 
-use super::counts::Counts;
+use super::counts::{Counts, Holder, Packed};
 use crate::mgid::Mgid;
 pub use crate::uverbs::cm::{Addr, JOIN_FULL, JOIN_SENDONLY};
 use crate::uverbs::cm::{self, Event};
@@ -51,6 +51,15 @@ const F_GETSIG: c_int = 11;
 /// (netdev, group) membership in [`Counts`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Handle(pub u32);
+
+impl Holder for Handle {
+    fn pack(self) -> Packed {
+        [u64::from(self.0), 0]
+    }
+    fn unpack(p: Packed) -> Self {
+        Handle(p[0] as u32)
+    }
+}
 
 /// One rdma_cm ID, bound to a netdev's address, for the joins of one
 /// join state: the kernel leaves a membership found by its address on the

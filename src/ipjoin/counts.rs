@@ -16,6 +16,7 @@ use crate::registry::QpKey;
 
 use crate::mgid::Mgid;
 use alloc::vec::Vec;
+use core::marker::PhantomData;
 
 /// An allocation failed: the call's counting was skipped.
 #[derive(Debug, PartialEq, Eq)]
@@ -33,29 +34,66 @@ struct Member {
     ifindexes: Vec<u32>,
 }
 
-struct Group<H> {
+struct Group {
     ifindex: u32,
     mgid: Mgid,
     users: u32,
-    /// What holds the membership (the socket); None while not joined (the
-    /// join failed, has not been made yet, or its socket is gone).
-    held: Option<H>,
+    /// What holds the membership (the socket), packed ([`Holder`]); None
+    /// while not joined (the join failed, has not been made yet, or its
+    /// socket is gone).
+    held: Option<Packed>,
 }
 
-/// Every attachment and (netdev, group) count of the process.
+/// A holder's bits as [`Counts`] keeps them: opaque, so that the counting
+/// is compiled once and not once per holder type (two copies of `attach`
+/// and `detach`, about 1.4 KB of s390x's text at 592318d:
+/// docs/building.md, the size against libibverbs).
+pub type Packed = [u64; 2];
+
+/// What holds a (netdev, group) membership: a socket, an rdma_cm handle.
+pub trait Holder: Copy {
+    fn pack(self) -> Packed;
+    /// The holder [`Holder::pack`] gave `p`.
+    fn unpack(p: Packed) -> Self;
+}
+
+/// What to leave ([`Counts::detach`], [`Counts::forget_stale`]): each item
+/// with its holder, unpacked as it is taken.
+pub struct Left<T, H> {
+    items: Vec<(T, Packed)>,
+    _holder: PhantomData<H>,
+}
+
+#[cfg(test)]
+impl<T, H: Holder> Left<T, H> {
+    fn into_vec(self) -> Vec<(T, H)> {
+        self.into_iter().collect()
+    }
+}
+
+impl<T, H: Holder> IntoIterator for Left<T, H> {
+    type Item = (T, H);
+    type IntoIter = core::iter::Map<alloc::vec::IntoIter<(T, Packed)>, fn((T, Packed)) -> (T, H)>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.items.into_iter().map(|(t, p)| (t, H::unpack(p)))
+    }
+}
+
+/// Every attachment and (netdev, group) count of the process, held by
+/// `H`s.
 pub struct Counts<H> {
-    members: Vec<Member>,
-    groups: Vec<Group<H>>,
+    raw: Raw,
+    _holder: PhantomData<H>,
 }
 
-impl<H: Copy> Counts<H> {
+impl<H: Holder> Counts<H> {
     pub const fn new() -> Self {
-        Counts { members: Vec::new(), groups: Vec::new() }
+        Counts { raw: Raw { members: Vec::new(), groups: Vec::new() }, _holder: PhantomData }
     }
 
     /// Whether (qp, mgid) is attached already.
     pub fn has(&self, qp: QpKey, mgid: &Mgid) -> bool {
-        self.members.iter().any(|m| m.qp == qp && m.mgid == *mgid)
+        self.raw.has(qp, mgid)
     }
 
     /// A successful attach of (qp, mgid), counted on `ifindexes`. Returns the
@@ -67,6 +105,70 @@ impl<H: Copy> Counts<H> {
     /// attach is not counted and nothing is joined (no abort; the caller
     /// says so once on stderr), as if the feature were off for this call.
     pub fn attach(&mut self, qp: QpKey, qpn: u32, mgid: &Mgid, ifindexes: &[u32]) -> Result<Vec<u32>, NoMemory> {
+        self.raw.attach(qp, qpn, mgid, ifindexes)
+    }
+
+    /// Ends the attachments of a QP that is gone: those counted for `qp`
+    /// (its context's address and handle) under another QP number than
+    /// `qpn`. A context closed with groups still attached (failover after
+    /// `IBV_EVENT_DEVICE_FATAL`) and a new one at the same address whose QP
+    /// has the same handle would otherwise be taken for the old QP: its
+    /// attach for a duplicate, never joined (the registry's rule,
+    /// `registry::forget_stale`). Returns what to leave, as [`Counts::detach`]
+    /// does, with each one's group.
+    pub fn forget_stale(&mut self, qp: QpKey, qpn: u32) -> Result<Left<(u32, Mgid), H>, NoMemory> {
+        self.raw.forget_stale(qp, qpn).map(|items| Left { items, _holder: PhantomData })
+    }
+
+    /// The group is now joined on `ifindex`, held by `h`.
+    pub fn joined(&mut self, ifindex: u32, mgid: &Mgid, h: H) {
+        self.raw.joined(ifindex, mgid, h.pack());
+    }
+
+    /// A successful detach of (qp, mgid). Returns the (netdev, holder) pairs
+    /// whose last user this was and that are joined: the caller leaves them.
+    /// A detach of a pair not attached through rsverbs (or attached before
+    /// a fork, in the child) returns nothing.
+    /// When the list cannot be allocated, the pair stays counted and
+    /// nothing is left (Err: a later detach cannot come, the kernel has
+    /// none; the membership stays until unload closes its socket).
+    pub fn detach(&mut self, qp: QpKey, mgid: &Mgid) -> Result<Left<u32, H>, NoMemory> {
+        self.raw.detach(qp, mgid).map(|items| Left { items, _holder: PhantomData })
+    }
+
+    /// Forgets the memberships whose holder is `gone` (a socket the program
+    /// closed: they ended with it): the next attach of the group joins again.
+    pub fn forget_held(&mut self, gone: impl Fn(&H) -> bool) {
+        self.raw.forget_held(&|p| gone(&H::unpack(p)));
+    }
+
+    /// The (netdev, group) that `h` holds, if any.
+    pub fn held_by(&self, h: impl Fn(&H) -> bool) -> Option<(u32, Mgid)> {
+        self.raw.held_by(&|p| h(&H::unpack(p)))
+    }
+
+    /// The users of (ifindex, mgid).
+    #[cfg(test)]
+    pub fn users(&self, ifindex: u32, mgid: &Mgid) -> u32 {
+        self.raw.groups.iter().find(|g| g.ifindex == ifindex && g.mgid == *mgid).map_or(0, |g| g.users)
+    }
+}
+
+/// A stale attachment's (netdev, group) to leave, and its holder.
+type Stale = ((u32, Mgid), Packed);
+
+/// [`Counts`]' state and work, whatever holds the memberships.
+struct Raw {
+    members: Vec<Member>,
+    groups: Vec<Group>,
+}
+
+impl Raw {
+    fn has(&self, qp: QpKey, mgid: &Mgid) -> bool {
+        self.members.iter().any(|m| m.qp == qp && m.mgid == *mgid)
+    }
+
+    fn attach(&mut self, qp: QpKey, qpn: u32, mgid: &Mgid, ifindexes: &[u32]) -> Result<Vec<u32>, NoMemory> {
         if self.has(qp, mgid) {
             return Ok(Vec::new());
         }
@@ -102,40 +204,24 @@ impl<H: Copy> Counts<H> {
         Ok(to_join)
     }
 
-    /// Ends the attachments of a QP that is gone: those counted for `qp`
-    /// (its context's address and handle) under another QP number than
-    /// `qpn`. A context closed with groups still attached (failover after
-    /// `IBV_EVENT_DEVICE_FATAL`) and a new one at the same address whose QP
-    /// has the same handle would otherwise be taken for the old QP: its
-    /// attach for a duplicate, never joined (the registry's rule,
-    /// `registry::forget_stale`). Returns what to leave, as [`Counts::detach`]
-    /// does, with each one's group.
-    pub fn forget_stale(&mut self, qp: QpKey, qpn: u32) -> Result<Vec<(u32, Mgid, H)>, NoMemory> {
+    fn forget_stale(&mut self, qp: QpKey, qpn: u32) -> Result<Vec<Stale>, NoMemory> {
         let mut to_leave = Vec::new();
         while let Some(m) = self.members.iter().find(|m| m.qp == qp && m.qpn != qpn) {
             let mgid = m.mgid;
             let left = self.detach(qp, &mgid)?;
             to_leave.try_reserve(left.len()).map_err(|_| NoMemory)?;
-            to_leave.extend(left.into_iter().map(|(i, h)| (i, mgid, h)));
+            to_leave.extend(left.into_iter().map(|(i, h)| ((i, mgid), h)));
         }
         Ok(to_leave)
     }
 
-    /// The group is now joined on `ifindex`, held by `h`.
-    pub fn joined(&mut self, ifindex: u32, mgid: &Mgid, h: H) {
+    fn joined(&mut self, ifindex: u32, mgid: &Mgid, h: Packed) {
         if let Some(g) = self.groups.iter_mut().find(|g| g.ifindex == ifindex && g.mgid == *mgid) {
             g.held = Some(h);
         }
     }
 
-    /// A successful detach of (qp, mgid). Returns the (netdev, socket) pairs
-    /// whose last user this was and that are joined: the caller leaves them.
-    /// A detach of a pair not attached through rsverbs (or attached before
-    /// a fork, in the child) returns nothing.
-    /// When the list cannot be allocated, the pair stays counted and
-    /// nothing is left (Err: a later detach cannot come, the kernel has
-    /// none; the membership stays until unload closes its socket).
-    pub fn detach(&mut self, qp: QpKey, mgid: &Mgid) -> Result<Vec<(u32, H)>, NoMemory> {
+    fn detach(&mut self, qp: QpKey, mgid: &Mgid) -> Result<Vec<(u32, Packed)>, NoMemory> {
         let Some(at) = self.members.iter().position(|m| m.qp == qp && m.mgid == *mgid) else {
             return Ok(Vec::new());
         };
@@ -156,25 +242,16 @@ impl<H: Copy> Counts<H> {
         Ok(to_leave)
     }
 
-    /// Forgets the memberships whose holder is `gone` (a socket the program
-    /// closed: they ended with it): the next attach of the group joins again.
-    pub fn forget_held(&mut self, gone: impl Fn(&H) -> bool) {
+    fn forget_held(&mut self, gone: &dyn Fn(Packed) -> bool) {
         for g in &mut self.groups {
-            if g.held.as_ref().is_some_and(&gone) {
+            if g.held.is_some_and(gone) {
                 g.held = None;
             }
         }
     }
 
-    /// The (netdev, group) that `h` holds, if any.
-    pub fn held_by(&self, h: impl Fn(&H) -> bool) -> Option<(u32, Mgid)> {
-        self.groups.iter().find(|g| g.held.as_ref().is_some_and(&h)).map(|g| (g.ifindex, g.mgid))
-    }
-
-    /// The users of (ifindex, mgid).
-    #[cfg(test)]
-    pub fn users(&self, ifindex: u32, mgid: &Mgid) -> u32 {
-        self.groups.iter().find(|g| g.ifindex == ifindex && g.mgid == *mgid).map_or(0, |g| g.users)
+    fn held_by(&self, h: &dyn Fn(Packed) -> bool) -> Option<(u32, Mgid)> {
+        self.groups.iter().find(|g| g.held.is_some_and(h)).map(|g| (g.ifindex, g.mgid))
     }
 }
 
@@ -304,6 +381,15 @@ impl Members {
 mod tests {
     use super::*;
 
+    impl Holder for i32 {
+        fn pack(self) -> Packed {
+            [self as u64, 0]
+        }
+        fn unpack(p: Packed) -> Self {
+            p[0] as i32
+        }
+    }
+
     const QP1: QpKey = QpKey { ctx: 0x1000, handle: 1 };
     const QP2: QpKey = QpKey { ctx: 0x1000, handle: 2 };
     const QP3: QpKey = QpKey { ctx: 0x2000, handle: 1 };
@@ -354,9 +440,9 @@ mod tests {
         c.forget_held(|&fd| fd == 10);
         assert_eq!(c.attach(QP3, QP3.handle, &g(9), &[3]).expect("alloc"), vec![3]);
         c.joined(3, &g(9), 11);
-        assert_eq!(c.detach(QP1, &g(9)).expect("alloc"), vec![]);
-        assert_eq!(c.detach(QP2, &g(9)).expect("alloc"), vec![]);
-        assert_eq!(c.detach(QP3, &g(9)).expect("alloc"), vec![(3, 11)]);
+        assert_eq!(c.detach(QP1, &g(9)).expect("alloc").into_vec(), vec![]);
+        assert_eq!(c.detach(QP2, &g(9)).expect("alloc").into_vec(), vec![]);
+        assert_eq!(c.detach(QP3, &g(9)).expect("alloc").into_vec(), vec![(3, 11)]);
     }
 
     #[test]
@@ -367,9 +453,9 @@ mod tests {
         assert_eq!(c.attach(QP2, QP2.handle, &g(1), &[3]).expect("alloc"), Vec::<u32>::new());
         assert_eq!(c.attach(QP3, QP3.handle, &g(1), &[3]).expect("alloc"), Vec::<u32>::new());
         assert_eq!(c.users(3, &g(1)), 3);
-        assert_eq!(c.detach(QP2, &g(1)).expect("alloc"), vec![]);
-        assert_eq!(c.detach(QP1, &g(1)).expect("alloc"), vec![]);
-        assert_eq!(c.detach(QP3, &g(1)).expect("alloc"), vec![(3, 10)]);
+        assert_eq!(c.detach(QP2, &g(1)).expect("alloc").into_vec(), vec![]);
+        assert_eq!(c.detach(QP1, &g(1)).expect("alloc").into_vec(), vec![]);
+        assert_eq!(c.detach(QP3, &g(1)).expect("alloc").into_vec(), vec![(3, 10)]);
         assert_eq!(c.users(3, &g(1)), 0);
     }
 
@@ -380,10 +466,10 @@ mod tests {
         c.joined(3, &g(2), 10);
         assert_eq!(c.attach(QP1, QP1.handle, &g(2), &[3]).expect("alloc"), Vec::<u32>::new());
         assert_eq!(c.users(3, &g(2)), 1);
-        assert_eq!(c.detach(QP1, &g(2)).expect("alloc"), vec![(3, 10)]);
+        assert_eq!(c.detach(QP1, &g(2)).expect("alloc").into_vec(), vec![(3, 10)]);
         // A second detach (the kernel answers EINVAL, so it never comes
         // here; and if it did) leaves nothing twice.
-        assert_eq!(c.detach(QP1, &g(2)).expect("alloc"), vec![]);
+        assert_eq!(c.detach(QP1, &g(2)).expect("alloc").into_vec(), vec![]);
     }
 
     #[test]
@@ -395,9 +481,9 @@ mod tests {
         assert_eq!(c.attach(QP2, QP2.handle, &g(2), &[3]).expect("alloc"), vec![3]);
         c.joined(3, &g(2), 11);
         assert_eq!(c.attach(QP2, QP2.handle, &g(1), &[7]).expect("alloc"), Vec::<u32>::new());
-        assert_eq!(c.detach(QP1, &g(1)).expect("alloc"), vec![(3, 10)]);
-        assert_eq!(c.detach(QP2, &g(1)).expect("alloc"), vec![(7, 10)]);
-        assert_eq!(c.detach(QP2, &g(2)).expect("alloc"), vec![(3, 11)]);
+        assert_eq!(c.detach(QP1, &g(1)).expect("alloc").into_vec(), vec![(3, 10)]);
+        assert_eq!(c.detach(QP2, &g(1)).expect("alloc").into_vec(), vec![(7, 10)]);
+        assert_eq!(c.detach(QP2, &g(2)).expect("alloc").into_vec(), vec![(3, 11)]);
     }
 
     #[test]
@@ -406,11 +492,11 @@ mod tests {
         assert_eq!(c.attach(QP1, QP1.handle, &g(4), &[3]).expect("alloc"), vec![3]);
         // no joined(): the join failed
         assert_eq!(c.attach(QP2, QP2.handle, &g(4), &[3]).expect("alloc"), vec![3]);
-        assert_eq!(c.detach(QP1, &g(4)).expect("alloc"), vec![]);
-        assert_eq!(c.detach(QP2, &g(4)).expect("alloc"), vec![]);
+        assert_eq!(c.detach(QP1, &g(4)).expect("alloc").into_vec(), vec![]);
+        assert_eq!(c.detach(QP2, &g(4)).expect("alloc").into_vec(), vec![]);
         assert_eq!(c.attach(QP1, QP1.handle, &g(4), &[3]).expect("alloc"), vec![3]);
         c.joined(3, &g(4), 12);
-        assert_eq!(c.detach(QP1, &g(4)).expect("alloc"), vec![(3, 12)]);
+        assert_eq!(c.detach(QP1, &g(4)).expect("alloc").into_vec(), vec![(3, 12)]);
     }
 
     /// A new context at the address of one closed with a
@@ -422,20 +508,20 @@ mod tests {
         assert_eq!(c.attach(QP1, 0x11, &g(6), &[3]).expect("alloc"), vec![3]);
         c.joined(3, &g(6), 10);
         // The old context is gone; the new QP 0x12 at QP1's key attaches.
-        assert_eq!(c.forget_stale(QP1, 0x12).expect("alloc"), vec![(3, g(6), 10)]);
+        assert_eq!(c.forget_stale(QP1, 0x12).expect("alloc").into_vec(), vec![((3, g(6)), 10)]);
         assert_eq!(c.attach(QP1, 0x12, &g(6), &[4]).expect("alloc"), vec![4]);
-        assert_eq!(c.forget_stale(QP1, 0x12).expect("alloc"), vec![]);
+        assert_eq!(c.forget_stale(QP1, 0x12).expect("alloc").into_vec(), vec![]);
         c.joined(4, &g(6), 10);
-        assert_eq!(c.detach(QP1, &g(6)).expect("alloc"), vec![(4, 10)]);
+        assert_eq!(c.detach(QP1, &g(6)).expect("alloc").into_vec(), vec![(4, 10)]);
     }
 
     #[test]
     fn unknown_detach_and_no_netdev() {
         let mut c: Counts<i32> = Counts::new();
-        assert_eq!(c.detach(QP1, &g(5)).expect("alloc"), vec![]);
+        assert_eq!(c.detach(QP1, &g(5)).expect("alloc").into_vec(), vec![]);
         assert_eq!(c.attach(QP1, QP1.handle, &g(5), &[]).expect("alloc"), Vec::<u32>::new());
         assert!(c.has(QP1, &g(5)));
-        assert_eq!(c.detach(QP1, &g(5)).expect("alloc"), vec![]);
+        assert_eq!(c.detach(QP1, &g(5)).expect("alloc").into_vec(), vec![]);
         assert!(!c.has(QP1, &g(5)));
     }
 }

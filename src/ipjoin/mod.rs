@@ -294,7 +294,7 @@ impl State {
     fn fabric_after_mcast(&mut self, v: &McastView, q: Qp, mgid: Mgid, all_ports: bool) {
         let key = q.key;
         let Ok(stale) = self.fabric.forget_stale(key, q.qpn) else { return no_memory() };
-        for (_, _, h) in stale {
+        for (_, h) in stale {
             let _ = self.chan.leave(&mut self.fabric, h);
         }
         if !v.attach {
@@ -335,7 +335,7 @@ impl State {
         // Attachments of an older QP at this key (its context closed with
         // groups attached): left before this call is counted.
         let Ok(stale) = self.counts.forget_stale(key, q.qpn) else { return no_memory() };
-        for (i, old, s) in stale {
+        for ((i, old), s) in stale {
             let r = self.pool.leave(s, i, &old).err().unwrap_or(0);
             note("leave", i, &old, r);
         }

@@ -22,6 +22,7 @@
 //! used or closed (its memberships ended with it). Every call is made under
 //! the caller's lock ([`super`]).
 
+use super::counts::{Holder, Packed};
 use crate::mgid::Mgid;
 use alloc::vec::Vec;
 use core::ffi::c_int;
@@ -42,6 +43,21 @@ pub struct Sock {
 enum Id {
     Cookie(u64),
     Inode(u64),
+}
+
+/// Packed for the counts: the fd, the kind of identity, the identity.
+impl Holder for Sock {
+    fn pack(self) -> Packed {
+        let (kind, v) = match self.id {
+            Id::Cookie(c) => (0, c),
+            Id::Inode(i) => (1, i),
+        };
+        [u64::from(self.fd as u32) | kind << 32, v]
+    }
+    fn unpack(p: Packed) -> Self {
+        let id = if p[0] >> 32 == 0 { Id::Cookie(p[1]) } else { Id::Inode(p[1]) };
+        Sock { fd: p[0] as u32 as c_int, id }
+    }
 }
 
 impl Sock {
@@ -263,6 +279,18 @@ fn membership(fd: c_int, add: bool, ifindex: u32, mgid: &Mgid) -> Result<(), c_i
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_socket_is_packed_for_the_counts_and_back() {
+        for s in [
+            Sock { fd: 0, id: Id::Cookie(u64::MAX) },
+            Sock { fd: 1023, id: Id::Inode(0) },
+            Sock { fd: c_int::MAX, id: Id::Inode(1 << 40) },
+            Sock { fd: -1, id: Id::Cookie(7) },
+        ] {
+            assert_eq!(Sock::unpack(s.pack()), s);
+        }
+    }
+
     fn mapped(a: [u8; 4]) -> Mgid {
         let mut m = [0u8; 16];
         m[10] = 0xff;
@@ -301,7 +329,7 @@ mod tests {
         let lo = unsafe { libc::if_nametoindex(c"lo".as_ptr()) };
         let per_v4: usize = std::fs::read_to_string("/proc/sys/net/ipv4/igmp_max_memberships")
             .ok()
-            .and_then(|s| s.trim().parse().ok())
+            .and_then(|s| s.trim_ascii().parse().ok())
             .unwrap_or(20);
         let mut pool = Pool::new();
         let n4 = per_v4 * 3 + 1;
@@ -316,7 +344,7 @@ mod tests {
         // by default on Linux 6.1; later kernels raised the default).
         let optmem: usize = std::fs::read_to_string("/proc/sys/net/core/optmem_max")
             .ok()
-            .and_then(|s| s.trim().parse().ok())
+            .and_then(|s| s.trim_ascii().parse().ok())
             .unwrap_or(20480);
         let n6 = (optmem / 32).min(60_000);
         for i in 0..n6 {
@@ -342,7 +370,7 @@ mod tests {
         let lo = unsafe { libc::if_nametoindex(c"lo".as_ptr()) };
         let per: usize = std::fs::read_to_string("/proc/sys/net/ipv4/igmp_max_memberships")
             .ok()
-            .and_then(|s| s.trim().parse().ok())
+            .and_then(|s| s.trim_ascii().parse().ok())
             .unwrap_or(20);
         if per == 0 || per > 100 {
             println!("a_join_starts_at_the_socket_that_last_had_room: skipped, igmp_max_memberships is {per}");

@@ -119,7 +119,7 @@ pub fn place(entries: &[ibv_gid_entry], port: u32) -> Option<Vec<Slot>> {
 pub fn default_roce_type(dev: &str, port: u8) -> u32 {
     let mut path = crate::os::Text::<128>::new();
     let _ = write!(path, "/sys/kernel/config/rdma_cm/{dev}/ports/{port}/default_roce_mode");
-    match path.cstr().and_then(crate::os::read_text).as_deref().map(str::trim) {
+    match path.cstr().and_then(crate::os::read_text).as_deref().map(str::trim_ascii) {
         // cma_configfs.c `default_roce_mode_store` takes ib_cache_gid_type_str's names.
         Some("IB/RoCE v1") => IBV_GID_TYPE_ROCE_V1,
         _ => IBV_GID_TYPE_ROCE_V2,
@@ -142,7 +142,7 @@ fn vlan_of(ifindex: u32, config: &str) -> u16 {
 /// The VID of `name` in the text of /proc/net/vlan/config.
 fn vlan_in(config: &str, name: &[u8]) -> Option<u16> {
     config.lines().skip(2).find_map(|l| {
-        let mut f = l.split('|').map(str::trim);
+        let mut f = l.split('|').map(str::trim_ascii);
         (f.next()?.as_bytes() == name).then(|| f.next()?.parse().ok())?
     })
 }

@@ -65,9 +65,9 @@ pub fn igmp_has(text: &str, netdev: &str, group: [u8; 4]) -> bool {
     let mut in_dev = false;
     for line in text.lines().skip(1) {
         if !line.starts_with(['\t', ' ']) {
-            in_dev = line.split_whitespace().nth(1) == Some(netdev);
+            in_dev = line.split_ascii_whitespace().nth(1) == Some(netdev);
         } else if in_dev {
-            let hex = line.split_whitespace().next().and_then(|h| u32::from_str_radix(h, 16).ok());
+            let hex = line.split_ascii_whitespace().next().and_then(|h| u32::from_str_radix(h, 16).ok());
             if hex.is_some_and(|v| v.to_ne_bytes() == group) {
                 return true;
             }
@@ -84,7 +84,7 @@ pub fn igmp6_has(text: &str, netdev: &str, group: &[u8; 16]) -> bool {
     }
     let want = want.as_bytes();
     text.lines().any(|l| {
-        let mut f = l.split_whitespace();
+        let mut f = l.split_ascii_whitespace();
         f.nth(1) == Some(netdev) && f.next().is_some_and(|g| g.as_bytes().eq_ignore_ascii_case(want))
     })
 }

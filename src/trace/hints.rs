@@ -39,10 +39,19 @@ pub struct Call<'a> {
 #[inline(never)]
 fn hint(pid: u32, id: &str, body: impl FnOnce(&mut Line)) {
     let mut l = Line::new();
-    l.start(pid);
-    let _ = write!(l, "hint[{id}]: ");
+    begin(&mut l, pid, id);
     body(&mut l);
     super::sink::emit(l.finish());
+}
+
+/// A hint line's head, written once for every hint: `hint` is compiled
+/// once per body (13 copies), and with the head inline each copy carried
+/// its own (about 1.3 KB on s390x at 592318d, docs/building.md's size
+/// table). Out of line, its frame is gone before the body runs.
+#[inline(never)]
+fn begin(l: &mut Line, pid: u32, id: &str) {
+    l.start(pid);
+    let _ = write!(l, "hint[{id}]: ");
 }
 
 /// The hints of one attach or detach. `before`: the LIDs the registry had
