@@ -100,12 +100,15 @@ ZIG         := $(ZIG_DIR)/ziglang/zig
 CARGO_TARGET ?= target/lib
 CARGO_CFG ?=
 CLIB_CFG    := --cfg rsverbs_clib --cfg rsverbs_symver
-# Without LTO, as the library always was built: with crate-type
-# ["staticlib", "rlib"], cargo left -C lto out (an rlib cannot be LTO'd),
-# and make bench's figures are for that. Stripped, at 6b3934b's sources:
-# 141,624 bytes as staticlib+rlib; 136,144 as a staticlib alone (rustc
-# internalises what no rlib needs to keep, and inlines more); 146,704 with
-# fat LTO on top.
+# Fat LTO, with Cargo.toml's opt-level "s": the stripped library is no
+# larger than Debian 12's libibverbs.so.1 on each architecture
+# (docs/building.md, the size against libibverbs; ctest/crossarch.sh holds
+# it). LTO compiles the parts of core that rsverbs uses into its own object
+# (ppc64el's precompiled core kept 50 KB of dead code through its .toc);
+# "s" inlines less. Stripped, when adopted: amd64 129,504 (libibverbs
+# 133,744), arm64 125,464 (133,672), ppc64el 150,024 (199,208), s390x
+# 130,824 (133,672); without LTO at opt-level 3 they were 180,072 on amd64.
+# make bench measured the verbs with it (BENCHMARKS.md).
 # Another architecture (ARCH, above): cargo --target, and Debian's cross
 # tools (tools/deps.sh --cross ARCH) for the GNU link and objcopy. The
 # command and the example link libibverbs of ARCH: the cross gcc's own when
@@ -178,7 +181,7 @@ lib: $(LIB)
 # The library's sources: everything in src/ but the command's package.
 LIB_SRCS    := $(shell find src -path src/tool -prune -o -type f -print)
 $(STATICLIB): $(LIB_SRCS) Cargo.toml Cargo.lock
-	CARGO_PROFILE_RELEASE_LTO=false $(CARGO) rustc --release --locked --lib --crate-type staticlib --target-dir $(CARGO_TARGET) $(CARGO_ARCH) --no-default-features -- $(CLIB_CFG) $(CARGO_CFG)
+	CARGO_PROFILE_RELEASE_LTO=fat $(CARGO) rustc --release --locked --lib --crate-type staticlib --target-dir $(CARGO_TARGET) $(CARGO_ARCH) --no-default-features -- $(CLIB_CFG) $(CARGO_CFG)
 
 # The command (src/tool, docs/tool.md): its own package and target
 # directory, so that its build (the crate as an rlib, without symver)

@@ -9,6 +9,9 @@
 #     machine and order, SONAME librsverbs.so.1; linked by GNU ld too
 #     (LINKER=gnu, the cross gcc: what debian/rules uses), with the same
 #     exports and version nodes;
+#   - each architecture's stripped librsverbs.so.1 (this host's too) no
+#     larger than Debian 12's libibverbs.so.1 of that architecture
+#     (bench/libibverbs-size.tsv);
 #   - the struct offsets rsverbs reads (ctest/abi_layout.c) and the prototypes
 #     (ctest/proto.c), compiled by each target's own gcc against verbs.h.
 # The real kernels of those architectures: make matrix-arch (ctest/matrix.sh).
@@ -22,6 +25,22 @@ O=ctest/out/crossarch; mkdir -p "$O"
 # The host's library, which every cross build must match.
 HOSTLIB=${RSVERBS_BUILD:-$PWD/build}/librsverbs.so.1
 floor=${RSVERBS_GLIBC_FLOOR:-2.17}
+
+# size_check ARCH_DEB STRIP LIB: LIB stripped as bench/sizes.sh strips it
+# is no larger than libibverbs.so.1 of libibverbs1 44.0-2 (Debian 12) of
+# that architecture, stripped the same way: the checked-in
+# bench/libibverbs-size.tsv, which bench/libibverbs-size.sh makes from the
+# .debs (and --check verifies), so that no network is needed here.
+# at_most BAR SIZE: both known, SIZE <= BAR.
+at_most() { [ -n "$1" ] && [ -n "$2" ] && [ "$2" -le "$1" ]; }
+size_check() {
+  local bar size s=$O/$1.stripped
+  bar=$(awk -F'\t' -v a="$1" '$1 == a { print $5 }' bench/libibverbs-size.tsv)
+  size=$("$2" -o "$s" "$3" && stat -c %s "$s") || size=
+  check "$1: stripped librsverbs.so.1 (${size:-?} bytes) no larger than libibverbs1 44.0-2's libibverbs.so.1 (${bar:-?})" \
+    at_most "$bar" "$size"
+}
+size_check "$(dpkg --print-architecture)" strip "$HOSTLIB"
 
 # verbs.h and its siblings are architecture-independent; the target's libc
 # and kernel headers come from its cross toolchain: a directory holding
@@ -43,6 +62,7 @@ for a in $ARCHES; do
   if make -s lib ARCH="$a" BUILD="$PWD/$ARCH_BUILD" > "$O/$a.build.log" 2>&1; then
     check "$a: librsverbs.so.1 is ${ARCH_ELF%|*}, ${ARCH_ELF#*|} ($ARCH_BUILD/)" elf_is "$lib" "${ARCH_ELF%|*}" "${ARCH_ELF#*|}"
     check "$a: SONAME is librsverbs.so.1" sh -c "readelf -d '$lib' | grep -q 'Library soname: \[librsverbs.so.1\]'"
+    size_check "$a" "$ARCH_RUST-linux-gnu-strip" "$lib"
     check "$a: the same exported symbols as the host's library" [ "$(exports "$lib")" = "$(exports "$HOSTLIB")" ]
     check "$a: the same version definitions as the host's library" [ "$(verdefs "$lib")" = "$(verdefs "$HOSTLIB")" ]
     newest=$(objdump -T "$lib" | grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -1)
