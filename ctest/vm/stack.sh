@@ -14,20 +14,28 @@ source "$(dirname "$0")/../lib.sh"
 W=$(mktemp -d)
 trap 'mkdir -p "$RESULTS_DIR/stack" && cp -r "$W"/. "$RESULTS_DIR/stack/"; rm -rf "$W"' EXIT
 DEV=${STACK_DEV:-rxe1}
-# What a verb may take so that, called from a handler on a SIGSTKSZ
-# (8 KiB on x86_64 and s390x: glibc bits/sigstack.h) alternate stack, it
-# fits beside the kernel's signal frame, with 512 bytes for the C caller
+# What a verb may take so that, called from a signal handler on an 8 KiB
+# alternate stack (SIGSTKSZ on x86_64 and s390x: glibc bits/sigstack.h),
+# it fits beside the kernel's signal frame, with 512 bytes for the C caller
 # and the handler and about 600 to spare (docs/security.md, Stack budget).
-#   x86_64: 8,192 - about 3,500 (rt_sigframe with AVX-512 xsave state)
-#           - 512 - 596 = 3,584: 4 KiB with the caller's share.
-#   s390x:  8,192 - 1,320 (arch/s390/kernel/signal.c rt_sigframe: the
-#           160-byte save area, svc_insn, siginfo 128, ucontext_extended
-#           1,024) - 512 - 600, rounded down to 512: 5,632. Every s390x
-#           frame also keeps a 160-byte register save area (the ELF ABI).
-# Elsewhere (arm64 and ppc64el: SIGSTKSZ 16 KiB, their frames not
-# derived yet) the x86_64 figure.
+#   x86_64:  8,192 - about 3,500 (rt_sigframe with AVX-512 xsave state)
+#            - 512 - 596 = 3,584: 4 KiB with the caller's share.
+#   s390x:   8,192 - 1,320 (arch/s390/kernel/signal.c rt_sigframe: the
+#            160-byte save area, svc_insn, siginfo 128, ucontext_extended
+#            1,024) - 512 - 600, rounded down to 512: 5,632. Every s390x
+#            frame also keeps a 160-byte register save area (the ELF ABI).
+#   ppc64le: 8,192 - 2,288 (arch/powerpc/kernel/signal_64.c rt_sigframe:
+#            ucontext 1,440, tramp and pointers 64, siginfo 128, the
+#            512-byte ABI red zone, then __SIGNAL_FRAMESIZE 128 and 16;
+#            Debian's kernels have no CONFIG_PPC_TRANSACTIONAL_MEM, which
+#            would add a second ucontext) - 512 - 600, rounded down: 4,608.
+#            (Its SIGSTKSZ is 16 KiB; 8 KiB is what a program sized for
+#            x86_64 gives.)
+#   aarch64: x86_64's 3,584 (its SIGSTKSZ is 16 KiB and MINSIGSTKSZ 5 KiB:
+#            the SVE state does not fit 8 KiB; it measures under 3,584).
 case $(uname -m) in
   s390x) default_budget=5632 ;;
+  ppc64le) default_budget=4608 ;;
   *) default_budget=3584 ;;
 esac
 BUDGET=${STACK_BUDGET:-$default_budget}
