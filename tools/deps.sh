@@ -42,8 +42,26 @@ install_missing() {
   fi
   echo "$tag: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get -o DPkg::Lock::Timeout=600 update -qq
-  apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  apt_update "$tag"
+  [ -z "${precheck:-}" ] || "$precheck" "$tag"
+  # apt's resolver explains a failure on stdout ("The following packages
+  # have unmet dependencies: ..."): shown then, not thrown away.
+  local out
+  if ! out=$(apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "${missing[@]}" 2>&1); then
+    printf '%s\n' "$out" >&2
+    echo "$tag: apt-get install ${missing[*]} failed" >&2
+    exit 1
+  fi
+}
+# apt_update TAG: apt-get update once per run, its errors shown with the
+# index that failed.
+apt_update() {
+  [ -z "${apt_updated:-}" ] || return 0
+  if ! apt-get -o DPkg::Lock::Timeout=600 update -qq; then
+    echo "$1: apt-get update failed (above: the index the mirror did not serve as its Release file names)" >&2
+    exit 1
+  fi
+  apt_updated=1
 }
 # rust_toolchain: Debian's cargo-web and rustc-web when the cargo on PATH is
 # missing or older than rust-version (TAG starts the messages).
@@ -96,7 +114,9 @@ cross() {
       dpkg --add-architecture "$ARCH_DEB"
     fi
   fi
+  std_pkg=$std std_arch=$ARCH_DEB std_rustc=$pkg precheck=${std:+std_available}
   install_missing "$tag" "${pkgs[@]}"
+  precheck=
   has_std && return 0
   if [ -n "$std" ]; then
     echo "$tag: $std:$ARCH_DEB installed, yet $rustc finds no $t" >&2
@@ -109,6 +129,30 @@ cross() {
   fi
   echo "$tag: no Rust standard library for $t: the rustc on PATH ($rustc)" \
     "is neither rustup's nor Debian's" >&2
+  exit 1
+}
+# std_available TAG (after apt-get update, before the install): apt knows
+# $std_pkg:$std_arch at the version of the host's $std_pkg (Multi-Arch:
+# same: the two must be one version, and rustc loads only the standard
+# library it was built with).  Where it does not, apt would only answer
+# "held broken packages"; this says why.  Seen on Debian 12 for s390x: since
+# bookworm became LTS (June 2026) bookworm-security is built for amd64 arm64
+# armhf i386 ppc64el only (its Release's Architectures, signed 2026-11-25),
+# so libstd-rust-web-dev:s390x is bookworm's 1.85 while rustc-web is 1.96
+# (and s390x packages that bookworm-security updated for amd64, liblzma5
+# 5.4.1-1+deb12u2 against s390x's deb12u1, cannot be installed beside them:
+# libllvm19 -> libxml2 -> liblzma5). docs/architectures.md.
+std_available() {
+  local want have
+  want=$(dpkg-query -W -f='${Version}' "$std_pkg" 2>/dev/null) || want=
+  [ -n "$want" ] || return 0
+  have=$(apt-cache madison "$std_pkg:$std_arch" 2>/dev/null | awk -F' *[|] *' '{ print $2 }' | sort -u)
+  grep -qxF -- "$want" <<<"$have" && return 0
+  have=$(paste -sd' ' <<<"$have")
+  echo "$1: the rustc on PATH is Debian's $std_rustc with $std_pkg $want, but the apt" \
+    "lists have no $std_pkg:$std_arch of that version (they have: ${have:-none})." \
+    "Debian 12's bookworm-security has no $std_arch since its LTS (docs/architectures.md);" \
+    "build for $std_arch with rustup's toolchain on PATH (rustup target add)" >&2
   exit 1
 }
 # tools/deps.sh --cross ARCH: cross (above), and qemu-user-static (crossarch
