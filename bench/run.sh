@@ -3,7 +3,8 @@
 # bench/guest.sh in it, prints the tables and writes BENCHMARKS.md.
 # Knobs (environment, passed to the guest): BENCH_ROUNDS, BENCH_K, BENCH_BLOCKS,
 # BENCH_SCANS, BENCH_NS, BENCH_ECALLS, BENCH_COUNT_K, BENCH_INSTR_K,
-# BENCH_DEV; BENCH_MD=path writes the report elsewhere than BENCHMARKS.md.
+# BENCH_DEV, BENCH_CURVE_ROUNDS, BENCH_CURVE_REPS (bench/curves.sh),
+# BENCH_LOAD_ROUNDS, BENCH_LOAD_N (bench/loadcost.sh); BENCH_MD=path writes the report elsewhere than BENCHMARKS.md.
 # RSVERBS_ARCH=arm64|ppc64el|s390x (testbed/arch.sh) measures in that
 # architecture's guest (bookworm kernel and userland, TCG): the library and
 # its untraced twin cross-built, the programs compiled in its userland
@@ -28,7 +29,7 @@ bo=$(bench/build.sh | tail -1)
 out=$bo/vm
 rm -rf "$out"
 mkdir -p "$out" "$(dirname "$md")"
-mapfile -t knobs < <(env | grep -E '^BENCH_(ROUNDS|K|BLOCKS|SCANS|NS|ECALLS|COUNT_K|INSTR_K|DEV|TIMEOUT)=' || true)
+mapfile -t knobs < <(env | grep -E '^BENCH_(ROUNDS|K|BLOCKS|SCANS|NS|ECALLS|COUNT_K|INSTR_K|DEV|TIMEOUT|CURVE_ROUNDS|CURVE_REPS|LOAD_ROUNDS|LOAD_N)=' || true)
 knobs+=("BENCH_BIN=$bo" "BENCH_LIB=$bo/lib/librsverbs.so.1" "BENCH_LIB_UNTRACED=$bo/untraced/librsverbs.so.1")
 start=$SECONDS
 testbed/vm.sh run --timeout "${BENCH_VM_TIMEOUT:-$((ARCH_FOREIGN ? 5400 : 1800))}" --out "$out" -- env "${knobs[@]}" bench/guest.sh
