@@ -233,6 +233,10 @@ else
 	tail -n 40 "/results/freshroot-$A-make.log"; echo "FAILED make ARCH=$A"
 fi
 echo "FOREIGN $(dpkg --print-foreign-architectures | tr "\n" " ")"
+if [ -x "/cache/rustup/bin-$ARCH_DEB/rustc" ]; then
+	echo "CACHED $("/cache/rustup/bin-$ARCH_DEB/rustc" --version) $(ls /cache/rustup/toolchains/*/lib/rustlib | tr "\n" " ")"
+fi
+grep -E "^build: (the rustc on PATH is Debian|installing rustup|$ARCH_DEB builds with)" "/results/freshroot-$A-make.log" || true
 echo "INSTALLED $(dpkg-query -W -f="\${Package}:\${Architecture}\n" | grep -c ":$ARCH_DEB\$") packages of $ARCH_DEB;" \
 	"$(grep -E "^build: (installing|dpkg --add-architecture)" "/results/freshroot-$A-make.log" | tr "\n" " ")"
 '
@@ -259,14 +263,28 @@ freshroot_arch() {
 	# shellcheck disable=SC2016 # bash -c's own $1 and $2
 	check "$a: no rustup in the root, and nothing of $a before make (no foreign architecture, cross gcc or std)" \
 		bash -c '! grep -Eq "^FAIL (rustup|preinstalled)" <<<"$1"' _ "$log"
+	# Which toolchain make took (tools/deps.sh): Debian's rustc-web with
+	# libstd-rust-web-dev:ARCH, or, where apt has no such package at
+	# rustc-web's version (s390x on Debian 12 since bookworm's LTS:
+	# docs/architectures.md), the pinned rustup toolchain in the cache.
+	local route="Debian's rustc-web"
+	grep -q '^CACHED ' <<<"$log" && route="the cached rustup toolchain ($(sed -n 's/^CACHED \(rustc [^ ]*\).*/\1/p' <<<"$log"))"
 	if grep -q '^BUILT' <<<"$log" && [ "$rc" = 0 ]; then
-		pass "$a: make ARCH=$a from nothing, Debian's rustc-web, $(sed -n 's/^BUILT make ARCH=[^ ]* //p' <<<"$log") ($(sed -n 's/^INSTALLED \([0-9]*\).*/\1/p' <<<"$log") packages of $a installed by make)"
+		pass "$a: make ARCH=$a from nothing, $route, $(sed -n 's/^BUILT make ARCH=[^ ]* //p' <<<"$log") ($(sed -n 's/^INSTALLED \([0-9]*\).*/\1/p' <<<"$log") packages of $a installed by make)"
 	else
 		fail "$a: make ARCH=$a from nothing (log: $RESULTS_DIR/freshroot-$a-make.log)"
 	fi
-	# shellcheck disable=SC2016 # bash -c's own $1 and $2
-	check "$a: make added the architecture to dpkg and installed libstd-rust-web-dev:$a and libibverbs-dev:$a itself" \
-		bash -c 'grep -q "^FOREIGN $2 " <<<"$1" && grep -q "^INSTALLED.*build: installing.*libstd-rust-web-dev:$2 libibverbs-dev:$2" <<<"$1"' _ "$log" "$a"
+	if grep -q '^CACHED ' <<<"$log"; then
+		# shellcheck disable=SC2016 # bash -c's own $1 and $2
+		check "$a: apt had no libstd-rust-web-dev:$a at rustc-web's version, so make installed the pinned rustup toolchain with $ARCH_RUST-unknown-linux-gnu into the cache, and left dpkg without $a" \
+			bash -c 'grep -q "^build: the rustc on PATH is Debian.*lists have no libstd-rust-web-dev:$2 of that version" <<<"$1" &&
+				grep -q "^build: installing rustup" <<<"$1" && grep -q "^CACHED rustc .* $3-unknown-linux-gnu " <<<"$1" &&
+				grep -q "^FOREIGN $" <<<"$1" && grep -q "^INSTALLED 0 " <<<"$1"' _ "$log" "$a" "$ARCH_RUST"
+	else
+		# shellcheck disable=SC2016 # bash -c's own $1 and $2
+		check "$a: make added the architecture to dpkg and installed libstd-rust-web-dev:$a and libibverbs-dev:$a itself" \
+			bash -c 'grep -q "^FOREIGN $2 " <<<"$1" && grep -q "^INSTALLED.*build: installing.*libstd-rust-web-dev:$2 libibverbs-dev:$2" <<<"$1"' _ "$log" "$a"
+	fi
 	b=$work/upper/src/$ARCH_BUILD
 	check "$a: $ARCH_BUILD/librsverbs.so.1 is ${ARCH_ELF%|*}, ${ARCH_ELF#*|}, with the native build's exports and version definitions" \
 		same_abi "$b/librsverbs.so.1" "$ref" "${ARCH_ELF%|*}" "${ARCH_ELF#*|}"
