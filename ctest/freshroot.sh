@@ -237,12 +237,19 @@ if [ -x "/cache/rustup/bin-$ARCH_DEB/rustc" ]; then
 	echo "CACHED $("/cache/rustup/bin-$ARCH_DEB/rustc" --version) $(ls /cache/rustup/toolchains/*/lib/rustlib | tr "\n" " ")"
 fi
 grep -E "^build: (the rustc on PATH is Debian|installing rustup|$ARCH_DEB builds with)" "/results/freshroot-$A-make.log" || true
+if [ -e "$ARCH_BUILD/librsverbs.so.1" ] && "$ARCH_RUST-linux-gnu-strip" -o /tmp/stripped "$ARCH_BUILD/librsverbs.so.1"; then
+	echo "STRIPPED $(stat -c %s /tmp/stripped)"
+fi
 echo "INSTALLED $(dpkg-query -W -f="\${Package}:\${Architecture}\n" | grep -c ":$ARCH_DEB\$") packages of $ARCH_DEB;" \
 	"$(grep -E "^build: (installing|dpkg --add-architecture)" "/results/freshroot-$A-make.log" | tr "\n" " ")"
 '
 
 # freshroot_arch ARCH REF: FR_ARCH_SCRIPT in a fresh overlay of FR_ROOT with
-# the host's network, apt's archives at FR_DIR/cross-debs (one run at a
+# the host's network and the host's /etc/ssl/certs, read-only (an https
+# download, such as tools/deps.sh's rustup for s390x, must trust what the
+# host's network presents: on this host a TLS-intercepting proxy's own CA,
+# which the host's bundle has and Debian's does not; as apt gets the host's
+# proxy settings), apt's archives at FR_DIR/cross-debs (one run at a
 # time); then, on the host, the library, the command and the example are
 # ARCH's ELF, and the library has REF's exports and version definitions.
 freshroot_arch() {
@@ -257,7 +264,8 @@ freshroot_arch() {
 		exec 9>"$FR_DIR/cross-debs.lock"
 		flock 9
 		FR_NET=host freshroot_run "$work" "A=$a$FR_ARCH_SCRIPT" \
-			"$RESULTS_DIR:/results" "$FR_DIR/cross-debs:/var/cache/apt/archives" 2>&1
+			"$RESULTS_DIR:/results" "$FR_DIR/cross-debs:/var/cache/apt/archives" \
+			"/etc/ssl/certs:/etc/ssl/certs:ro" 2>&1
 	) || rc=$?
 	printf '%s\n' "$log"
 	# shellcheck disable=SC2016 # bash -c's own $1 and $2
@@ -270,7 +278,7 @@ freshroot_arch() {
 	local route="Debian's rustc-web"
 	grep -q '^CACHED ' <<<"$log" && route="the cached rustup toolchain ($(sed -n 's/^CACHED \(rustc [^ ]*\).*/\1/p' <<<"$log"))"
 	if grep -q '^BUILT' <<<"$log" && [ "$rc" = 0 ]; then
-		pass "$a: make ARCH=$a from nothing, $route, $(sed -n 's/^BUILT make ARCH=[^ ]* //p' <<<"$log") ($(sed -n 's/^INSTALLED \([0-9]*\).*/\1/p' <<<"$log") packages of $a installed by make)"
+		pass "$a: make ARCH=$a from nothing, $route, $(sed -n 's/^BUILT make ARCH=[^ ]* //p' <<<"$log") ($(sed -n 's/^INSTALLED \([0-9]*\).*/\1/p' <<<"$log") packages of $a installed by make; library stripped $(sed -n 's/^STRIPPED //p' <<<"$log") bytes)"
 	else
 		fail "$a: make ARCH=$a from nothing (log: $RESULTS_DIR/freshroot-$a-make.log)"
 	fi

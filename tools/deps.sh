@@ -192,7 +192,7 @@ std_available() {
 # itself stays in $rustup_cache/cargo/bin, off PATH.  rustup checks each
 # component against the sha256 its channel manifest gives.
 RUSTUP_VERSION=1.28.2
-RUST_PINNED=1.96.0
+RUST_PINNED=1.95.0
 rustup_cache=$(realpath -m "${RSVERBS_CACHE:-$HOME/.cache/rsverbs}")/rustup
 rustup_host=$(uname -m)-unknown-linux-gnu
 rustup_init_sha256() {
