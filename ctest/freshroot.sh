@@ -12,6 +12,10 @@
 # and libibverbs-dev:arm64 with apt-get from the mirror (that run shares the
 # host's network; cargo stays offline on the vendored crates), and the
 # library it links is an aarch64 ELF with the native build's exports.
+# s390x (RSVERBS_FRESHROOT_ARCHES=s390x) takes the other way tools/deps.sh
+# has: Debian 12 has no libstd-rust-web-dev:s390x at rustc-web's version,
+# so make installs the pinned rustup toolchain into the root's cache
+# (/cache/rustup, from static.rust-lang.org) and no s390x package.
 # apt's .deb files are kept on the host between runs (FR_DIR/cross-debs).
 # RSVERBS_FRESHROOT_ARCHES names the architectures (default arm64; "" none).
 #
