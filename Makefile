@@ -68,6 +68,17 @@ RSVERBS_CACHE ?= $(HOME)/.cache/rsverbs
 ifneq ($(shell tools/deps.sh --cargo-ok 2>/dev/null),ok)
 export PATH := /usr/bin:$(PATH)
 endif
+# Another ARCH whose standard library Debian's rustc-web cannot have (s390x
+# on Debian 12: bookworm-security is not built for it since bookworm's LTS,
+# docs/architectures.md): tools/deps.sh installs a pinned rustup toolchain
+# in the cache and links $(RSVERBS_CACHE)/rustup/bin-ARCH to its bin, which
+# goes first on PATH here, when no rustup is on PATH. Until deps-build makes
+# it (and for every other ARCH, which never has one) the entry is skipped.
+ifneq ($(ARCH_RUST),$(HOST_ARCH))
+ifeq ($(shell command -v rustup),)
+export PATH := $(RSVERBS_CACHE)/rustup/bin-$(ARCH_DEB):$(PATH)
+endif
+endif
 # cbindgen (make header, ctest/header_fresh.sh): Debian's 0.24.3 cannot parse
 # the crate (docs/building.md), so cargo install, into the cache when the one
 # on PATH is not $(CBINDGEN_VERSION).

@@ -12,6 +12,10 @@
 # and libibverbs-dev:arm64 with apt-get from the mirror (that run shares the
 # host's network; cargo stays offline on the vendored crates), and the
 # library it links is an aarch64 ELF with the native build's exports.
+# s390x (RSVERBS_FRESHROOT_ARCHES=s390x) takes the other way tools/deps.sh
+# has: Debian 12 has no libstd-rust-web-dev:s390x at rustc-web's version,
+# so make installs the pinned rustup toolchain into the root's cache
+# (/cache/rustup, from static.rust-lang.org) and no s390x package.
 # apt's .deb files are kept on the host between runs (FR_DIR/cross-debs).
 # RSVERBS_FRESHROOT_ARCHES names the architectures (default arm64; "" none).
 #
@@ -233,12 +237,23 @@ else
 	tail -n 40 "/results/freshroot-$A-make.log"; echo "FAILED make ARCH=$A"
 fi
 echo "FOREIGN $(dpkg --print-foreign-architectures | tr "\n" " ")"
+if [ -x "/cache/rustup/bin-$ARCH_DEB/rustc" ]; then
+	echo "CACHED $("/cache/rustup/bin-$ARCH_DEB/rustc" --version) $(ls /cache/rustup/toolchains/*/lib/rustlib | tr "\n" " ")"
+fi
+grep -E "^build: (the rustc on PATH is Debian|installing rustup|$ARCH_DEB builds with)" "/results/freshroot-$A-make.log" || true
+if [ -e "$ARCH_BUILD/librsverbs.so.1" ] && "$ARCH_RUST-linux-gnu-strip" -o /tmp/stripped "$ARCH_BUILD/librsverbs.so.1"; then
+	echo "STRIPPED $(stat -c %s /tmp/stripped)"
+fi
 echo "INSTALLED $(dpkg-query -W -f="\${Package}:\${Architecture}\n" | grep -c ":$ARCH_DEB\$") packages of $ARCH_DEB;" \
 	"$(grep -E "^build: (installing|dpkg --add-architecture)" "/results/freshroot-$A-make.log" | tr "\n" " ")"
 '
 
 # freshroot_arch ARCH REF: FR_ARCH_SCRIPT in a fresh overlay of FR_ROOT with
-# the host's network, apt's archives at FR_DIR/cross-debs (one run at a
+# the host's network and the host's /etc/ssl/certs, read-only (an https
+# download, such as tools/deps.sh's rustup for s390x, must trust what the
+# host's network presents: on this host a TLS-intercepting proxy's own CA,
+# which the host's bundle has and Debian's does not; as apt gets the host's
+# proxy settings), apt's archives at FR_DIR/cross-debs (one run at a
 # time); then, on the host, the library, the command and the example are
 # ARCH's ELF, and the library has REF's exports and version definitions.
 freshroot_arch() {
@@ -253,20 +268,35 @@ freshroot_arch() {
 		exec 9>"$FR_DIR/cross-debs.lock"
 		flock 9
 		FR_NET=host freshroot_run "$work" "A=$a$FR_ARCH_SCRIPT" \
-			"$RESULTS_DIR:/results" "$FR_DIR/cross-debs:/var/cache/apt/archives" 2>&1
+			"$RESULTS_DIR:/results" "$FR_DIR/cross-debs:/var/cache/apt/archives" \
+			"/etc/ssl/certs:/etc/ssl/certs:ro" 2>&1
 	) || rc=$?
 	printf '%s\n' "$log"
 	# shellcheck disable=SC2016 # bash -c's own $1 and $2
 	check "$a: no rustup in the root, and nothing of $a before make (no foreign architecture, cross gcc or std)" \
 		bash -c '! grep -Eq "^FAIL (rustup|preinstalled)" <<<"$1"' _ "$log"
+	# Which toolchain make took (tools/deps.sh): Debian's rustc-web with
+	# libstd-rust-web-dev:ARCH, or, where apt has no such package at
+	# rustc-web's version (s390x on Debian 12 since bookworm's LTS:
+	# docs/architectures.md), the pinned rustup toolchain in the cache.
+	local route="Debian's rustc-web"
+	grep -q '^CACHED ' <<<"$log" && route="the cached rustup toolchain ($(sed -n 's/^CACHED \(rustc [^ ]*\).*/\1/p' <<<"$log"))"
 	if grep -q '^BUILT' <<<"$log" && [ "$rc" = 0 ]; then
-		pass "$a: make ARCH=$a from nothing, Debian's rustc-web, $(sed -n 's/^BUILT make ARCH=[^ ]* //p' <<<"$log") ($(sed -n 's/^INSTALLED \([0-9]*\).*/\1/p' <<<"$log") packages of $a installed by make)"
+		pass "$a: make ARCH=$a from nothing, $route, $(sed -n 's/^BUILT make ARCH=[^ ]* //p' <<<"$log") ($(sed -n 's/^INSTALLED \([0-9]*\).*/\1/p' <<<"$log") packages of $a installed by make; library stripped $(sed -n 's/^STRIPPED //p' <<<"$log") bytes)"
 	else
 		fail "$a: make ARCH=$a from nothing (log: $RESULTS_DIR/freshroot-$a-make.log)"
 	fi
-	# shellcheck disable=SC2016 # bash -c's own $1 and $2
-	check "$a: make added the architecture to dpkg and installed libstd-rust-web-dev:$a and libibverbs-dev:$a itself" \
-		bash -c 'grep -q "^FOREIGN $2 " <<<"$1" && grep -q "^INSTALLED.*build: installing.*libstd-rust-web-dev:$2 libibverbs-dev:$2" <<<"$1"' _ "$log" "$a"
+	if grep -q '^CACHED ' <<<"$log"; then
+		# shellcheck disable=SC2016 # bash -c's own $1 and $2
+		check "$a: apt had no libstd-rust-web-dev:$a at rustc-web's version, so make installed the pinned rustup toolchain with $ARCH_RUST-unknown-linux-gnu into the cache, and left dpkg without $a" \
+			bash -c 'grep -q "^build: the rustc on PATH is Debian.*lists have no libstd-rust-web-dev:$2 of that version" <<<"$1" &&
+				grep -q "^build: installing rustup" <<<"$1" && grep -q "^CACHED rustc .* $3-unknown-linux-gnu " <<<"$1" &&
+				grep -q "^FOREIGN $" <<<"$1" && grep -q "^INSTALLED 0 " <<<"$1"' _ "$log" "$a" "$ARCH_RUST"
+	else
+		# shellcheck disable=SC2016 # bash -c's own $1 and $2
+		check "$a: make added the architecture to dpkg and installed libstd-rust-web-dev:$a and libibverbs-dev:$a itself" \
+			bash -c 'grep -q "^FOREIGN $2 " <<<"$1" && grep -q "^INSTALLED.*build: installing.*libstd-rust-web-dev:$2 libibverbs-dev:$2" <<<"$1"' _ "$log" "$a"
+	fi
 	b=$work/upper/src/$ARCH_BUILD
 	check "$a: $ARCH_BUILD/librsverbs.so.1 is ${ARCH_ELF%|*}, ${ARCH_ELF#*|}, with the native build's exports and version definitions" \
 		same_abi "$b/librsverbs.so.1" "$ref" "${ARCH_ELF%|*}" "${ARCH_ELF#*|}"
