@@ -54,12 +54,17 @@ install_missing() {
   fi
 }
 # apt_update TAG: apt-get update once per run, its errors shown with the
-# index that failed.
+# index that failed. A failed index is not the end: apt keeps every list it
+# could fetch, and the install (or std_available, below) decides with
+# those. Seen on 2026-11-27: bookworm-security's binary-ppc64el/Packages.xz
+# on deb.debian.org and security.debian.org alike was older than the signed
+# InRelease naming it (343,384 bytes against 364,292), so every `apt-get
+# update` with ppc64el added failed; without that list, ppc64el takes the
+# cached rustup toolchain as s390x does.
 apt_update() {
   [ -z "${apt_updated:-}" ] || return 0
   if ! apt-get -o DPkg::Lock::Timeout=600 update -qq; then
-    echo "$1: apt-get update failed (above: the index the mirror did not serve as its Release file names)" >&2
-    exit 1
+    echo "$1: apt-get update failed for some index (above: one the mirror did not serve as its Release file names); going on with the lists apt has" >&2
   fi
   apt_updated=1
 }
@@ -165,7 +170,9 @@ cross() {
 # libstd-rust-web-dev:s390x is bookworm's 1.85 while rustc-web is 1.96 (and
 # s390x packages that bookworm-security updated for amd64, liblzma5
 # 5.4.1-1+deb12u2 against s390x's deb12u1, cannot be installed beside them:
-# libllvm19 -> libxml2 -> liblzma5). docs/architectures.md.
+# libllvm19 -> libxml2 -> liblzma5). And for ppc64el on 2026-11-27, a
+# bookworm-security index the mirror served stale (apt_update, above).
+# docs/architectures.md.
 std_available() {
   local want have
   want=$(dpkg-query -W -f='${Version}' "$2" 2>/dev/null) || want=
@@ -175,7 +182,8 @@ std_available() {
   have=$(paste -sd' ' <<<"$have")
   echo "$1: the rustc on PATH is Debian's $4 with $2 $want, but the apt" \
     "lists have no $2:$3 of that version (they have: ${have:-none}):" \
-    "Debian 12's bookworm-security has no $3 since its LTS (docs/architectures.md);" \
+    "Debian 12's bookworm-security has no s390x since its LTS, and its list of another" \
+    "architecture may not have been fetched (apt-get update, above; docs/architectures.md);" \
     "so $3 builds with a pinned rustup toolchain in $rustup_cache"
   return 1
 }
