@@ -72,8 +72,9 @@ endif
 # on Debian 12: bookworm-security is not built for it since bookworm's LTS,
 # docs/architectures.md): tools/deps.sh installs a pinned rustup toolchain
 # in the cache and links $(RSVERBS_CACHE)/rustup/bin-ARCH to its bin, which
-# goes first on PATH here, when no rustup is on PATH. Until deps-build makes
-# it (and for every other ARCH, which never has one) the entry is skipped.
+# goes first on PATH here, when no rustup is on PATH (ppc64el too when
+# apt cannot fetch its bookworm-security list). Until deps-build makes it,
+# and for an ARCH whose std comes from Debian, the entry does not exist.
 ifneq ($(ARCH_RUST),$(HOST_ARCH))
 ifeq ($(shell command -v rustup),)
 export PATH := $(RSVERBS_CACHE)/rustup/bin-$(ARCH_DEB):$(PATH)
@@ -111,7 +112,8 @@ ZIG         := $(ZIG_DIR)/ziglang/zig
 CARGO_TARGET ?= target/lib
 CARGO_CFG ?=
 CLIB_CFG    := --cfg rsverbs_clib --cfg rsverbs_symver
-# Fat LTO, with Cargo.toml's opt-level "s": the stripped library is no
+# Fat LTO at opt-level "s" (Cargo.toml's release profile: lto = true is
+# fat; until 15a0691 this rule turned it off): the stripped library is no
 # larger than Debian 12's libibverbs.so.1 on each architecture
 # (docs/building.md, the size against libibverbs; ctest/crossarch.sh holds
 # it). LTO compiles the parts of core that rsverbs uses into its own object
@@ -192,7 +194,7 @@ lib: $(LIB)
 # The library's sources: everything in src/ but the command's package.
 LIB_SRCS    := $(shell find src -path src/tool -prune -o -type f -print)
 $(STATICLIB): $(LIB_SRCS) Cargo.toml Cargo.lock
-	CARGO_PROFILE_RELEASE_LTO=fat $(CARGO) rustc --release --locked --lib --crate-type staticlib --target-dir $(CARGO_TARGET) $(CARGO_ARCH) --no-default-features -- $(CLIB_CFG) $(CARGO_CFG)
+	$(CARGO) rustc --release --locked --lib --crate-type staticlib --target-dir $(CARGO_TARGET) $(CARGO_ARCH) --no-default-features -- $(CLIB_CFG) $(CARGO_CFG)
 
 # The command (src/tool, docs/tool.md): its own package and target
 # directory, so that its build (the crate as an rlib, without symver)

@@ -15,7 +15,8 @@
 # s390x (RSVERBS_FRESHROOT_ARCHES=s390x) takes the other way tools/deps.sh
 # has: Debian 12 has no libstd-rust-web-dev:s390x at rustc-web's version,
 # so make installs the pinned rustup toolchain into the root's cache
-# (/cache/rustup, from static.rust-lang.org) and no s390x package.
+# (/cache/rustup, from static.rust-lang.org) and no s390x package; so does
+# ppc64el when apt cannot fetch its bookworm-security list.
 # apt's .deb files are kept on the host between runs (FR_DIR/cross-debs).
 # RSVERBS_FRESHROOT_ARCHES names the architectures (default arm64; "" none).
 #
