@@ -5,6 +5,8 @@
 #                       "bookworm:bookworm:s390x"       USERLAND:KERNEL:ARCH, another
 #                                                       architecture (docs/architectures.md)
 #   RSVERBS_MATRIX_SUITES="conform e2e diffrand compat" the suites
+#   RSVERBS_MATRIX_PREPARE_ONLY=1  each cell's kernel, userland and test
+#                       programs, no boot (cached for the run that boots)
 # A progress line per cell, a results table in ctest/out/matrix/summary.md
 # (each cell's output in ctest/out/matrix/USERLAND-KERNEL/), and the last
 # line "N passed, N failed" over all cells.  Exits 1 if anything failed.
@@ -106,6 +108,14 @@ for cell in $CELLS; do
   brc=0
   [ $prc -eq 0 ] && { ctest/build.sh > "$d/build.log" 2>&1 || brc=$?; }
   t2=$(date +%s)
+  if [ "${RSVERBS_MATRIX_PREPARE_ONLY:-0}" = 1 ]; then
+    [ -z "$a" ] || k="$k ($a)"
+    printf 'matrix: [%d/%d] userland %-8s kernel %-18s prepared in %d s (prepare %d s, build %d s), no boot%s\n' \
+      "$n" "$ncells" "$u" "$k" $((t2 - t0)) $((t1 - t0)) $((t2 - t1)) \
+      "$([ $prc -eq 0 ] && [ $brc -eq 0 ] || echo " -- FAILED: prepare $prc, build $brc (logs in $d)")"
+    [ $prc -eq 0 ] && [ $brc -eq 0 ] || prepare_failed=1
+    continue
+  fi
   # 3. one boot, the suites
   rc=0
   if [ $prc -eq 0 ] && [ $brc -eq 0 ]; then
@@ -159,6 +169,11 @@ for cell in $CELLS; do
     "$([ "$f" -eq 0 ] && echo ok || echo "FAIL lines below;$notes")" > "$d/row"
 done
 
+# RSVERBS_MATRIX_PREPARE_ONLY=1: the cells' downloads, userlands and test
+# programs only (.ci/run, while make check's guest runs); no table.
+if [ "${RSVERBS_MATRIX_PREPARE_ONLY:-0}" = 1 ]; then
+  exit "${prepare_failed:-0}"
+fi
 {
   echo "# rsverbs test matrix"
   echo

@@ -8,12 +8,18 @@
 set -uo pipefail
 source "$(dirname "$0")/../lib.sh"
 W=$(mktemp -d)
+# lap WHAT: how long WHAT took since t (ms), for where the suite's time goes.
+lap() { local n; n=$(date +%s%N); echo "conform: $1 took $(( (n - t) / 1000000 )) ms"; t=$n; }
 
 run_mode() { # run_mode LABEL WRAPPER...
-  local label=$1; shift
+  local label=$1 t; shift
+  t=$(date +%s%N)
   "$@" "$BIN/conform" > "$W/$label.ref" 2> "$W/$label.ref.err"
+  lap "$label reference"
   "$@" "$BIN/conform.rsv" > "$W/$label.relinked" 2> "$W/$label.relinked.err"
+  lap "$label relinked"
   env LD_PRELOAD="$RSVERBS_LIB" "$@" "$BIN/conform" > "$W/$label.preload" 2> "$W/$label.preload.err"
+  lap "$label preload"
   grep -h '^served-by' "$W/$label".*.err
   local n; n=$(wc -l < "$W/$label.ref")
   if [ "$n" -lt 100 ]; then fail "$label: reference produced only $n lines"; cat "$W/$label.ref.err" >&2; return; fi
