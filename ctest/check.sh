@@ -3,25 +3,42 @@
 # "N passed, N failed" line and fails if anything failed.
 #
 # Two lanes at once, because the guest is the long pole and runs under TCG
-# (testbed/README.md: nested KVM does not work here) on one or two cores:
+# (testbed/README.md: nested KVM does not work here):
 #   guest lane: the real-kernel suites (ctest/vm_suite.sh, then siw's boot),
 #               printed as they run;
 #   host lane:  everything that needs no guest (unit, crate, ABI, the other
 #               architectures, sanitizers, install, the fresh Debian 12
-#               root, the packages), each line prefixed "host| ".
+#               root, the packages), each line prefixed "host| ", at the
+#               lowest CPU priority (nice 19): on 2 cores the guest's vCPU
+#               threads come first, the builds take what they leave.
 # The lanes share nothing they write (their own ctest/out/ files, build
 # directories and caches; apt-get and testbed/vm.sh prepare wait for their
-# locks), and each step's time is its own lane's. RSVERBS_CHECK_SERIAL=1
-# runs the steps one after another, the host lane first.
-# RSVERBS_CHECK_AFTER_HOST="CMD" runs CMD in the host lane after its steps
-# (.ci/run: the next steps' downloads and builds while the guest runs).
+# locks), and each step's time is its own lane's.
+#   RSVERBS_CHECK_SERIAL=1        the steps one after another, host lane first
+#   RSVERBS_CHECK_ONLY=host|guest that lane alone, without clearing
+#                                 ctest/out/*.results or the total (.ci/run
+#                                 runs both lanes itself, with its other steps)
+#   RSVERBS_CHECK_PREFETCH="CMD"  CMD in the host lane after its quick steps,
+#                                 once the guest has had time to prepare its
+#                                 own boot (.ci/run: the next steps' kernels,
+#                                 userlands and test programs)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 mkdir -p ctest/out
-rm -f ctest/out/*.results
+only=${RSVERBS_CHECK_ONLY:-}
+case $only in
+  "" | host | guest) ;;
+  *) echo "check: RSVERBS_CHECK_ONLY=$only: host or guest" >&2; exit 2 ;;
+esac
+[ -n "$only" ] || rm -f ctest/out/*.results
 start=$(date +%s)
-host_steps="ctest/unit.sh ctest/crate.sh ctest/header_fresh.sh ctest/abi.sh ctest/crossarch.sh ctest/unload.sh ctest/unwind.sh ctest/sanitize.sh ctest/install.sh ctest/freshroot.sh ctest/deb.sh"
+# Quick steps first, so that the prefetch starts early; the long builds last.
+host_quick="ctest/unit.sh ctest/crate.sh ctest/header_fresh.sh ctest/abi.sh ctest/unload.sh ctest/unwind.sh ctest/install.sh"
+host_long="ctest/crossarch.sh ctest/sanitize.sh ctest/freshroot.sh ctest/deb.sh"
 guest_steps="ctest/vm_suite.sh ctest/vm_siw.sh"
+# The guest's whole-boot timeout (ctest/vm_suite.sh's 1,500 s) with room
+# for the host lane's builds beside it.
+export RSVERBS_VM_TIMEOUT=${RSVERBS_VM_TIMEOUT:-3000}
 # lane STEP...: runs each step, its time and a FAILED line; the lane's
 # status is 1 when any step failed.
 lane() {
@@ -37,35 +54,47 @@ lane() {
 host_lane() {
   local rc=0 t
   # shellcheck disable=SC2086 # the step lists are words
-  lane $host_steps || rc=1
-  if [ -n "${RSVERBS_CHECK_AFTER_HOST:-}" ]; then
-    echo "=== after the host lane: $RSVERBS_CHECK_AFTER_HOST"
+  lane $host_quick || rc=1
+  if [ -n "${RSVERBS_CHECK_PREFETCH:-}" ]; then
+    echo "=== prefetch: $RSVERBS_CHECK_PREFETCH"
     t=$(date +%s)
-    bash -c "$RSVERBS_CHECK_AFTER_HOST" || { rc=1; echo "=== $RSVERBS_CHECK_AFTER_HOST FAILED" >&2; }
-    echo "=== after the host lane: $(( $(date +%s) - t )) s"
+    bash -c "$RSVERBS_CHECK_PREFETCH" || { rc=1; echo "=== prefetch FAILED" >&2; }
+    echo "=== prefetch: $(( $(date +%s) - t )) s"
   fi
+  # shellcheck disable=SC2086
+  lane $host_long || rc=1
   echo "=== host lane done in $(( $(date +%s) - start )) s"
   return $rc
 }
-# The guest's whole-boot timeout (ctest/vm_suite.sh's 1,500 s) with room
-# for the host lane's builds beside it.
-export RSVERBS_VM_TIMEOUT=${RSVERBS_VM_TIMEOUT:-3000}
-rc=0
-if [ "${RSVERBS_CHECK_SERIAL:-0}" = 1 ]; then
-  host_lane || rc=1
-  # shellcheck disable=SC2086
-  lane $guest_steps || rc=1
-else
-  # The host lane's lines, prefixed, as they come (sed -u: whole lines, so
-  # the two lanes' lines do not mix within one).
-  { host_lane 2>&1; echo $? > ctest/out/.host-lane.rc; } | sed -u 's/^/host| /' &
-  hpid=$!
+guest_lane() {
+  local rc=0
   # shellcheck disable=SC2086
   lane $guest_steps || rc=1
   echo "=== guest lane done in $(( $(date +%s) - start )) s"
-  wait "$hpid"
-  [ "$(cat ctest/out/.host-lane.rc 2>/dev/null)" = 0 ] || rc=1
-  rm -f ctest/out/.host-lane.rc
+  return $rc
+}
+# The host lane, niced, its lines prefixed as they come (sed -u: whole
+# lines, so that the two lanes' lines do not mix within one).
+host_lane_niced() {
+  local st=ctest/out/.host-lane.$$.rc
+  { renice -n 19 -p "$BASHPID" >/dev/null; host_lane 2>&1; echo $? > "$st"; } | sed -u 's/^/host| /'
+  [ "$(cat "$st" 2>/dev/null)" = 0 ]; local rc=$?
+  rm -f "$st"
+  return $rc
+}
+rc=0
+if [ "$only" = host ]; then
+  host_lane_niced; exit
+elif [ "$only" = guest ]; then
+  guest_lane; exit
+elif [ "${RSVERBS_CHECK_SERIAL:-0}" = 1 ]; then
+  host_lane || rc=1
+  guest_lane || rc=1
+else
+  host_lane_niced &
+  hpid=$!
+  guest_lane || rc=1
+  wait "$hpid" || rc=1
 fi
 echo "=== make check summary ($(( $(date +%s) - start )) s)"
 ctest/summary.sh || rc=1
