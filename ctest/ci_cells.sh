@@ -8,10 +8,10 @@
 # cores. The slots are balanced by the guest time each step took (README's
 # matrix table; traced halves and faults about 300 to 450 s each):
 #   slot  matrix cells                                   traced  faults  fanout
-#   0     s390x (856 s), sid:bullseye (171)               -       -       2
-#   1     bullseye:sid (556)                              -       yes     2
-#   2     ppc64el (435), trixie:trixie (111)              first   -       2 24
-#   3     sid:sid (444), bookworm:bookworm-backports (100) -      yes     2
+#   0     s390x (856 s), trixie:trixie (111)              -       -       2
+#   1     bullseye:sid (556), bookworm:bookworm-backports (100) - yes     2
+#   2     ppc64el (435)                                   first   -       2 24
+#   3     sid:sid (444), sid:bullseye (171)               -       yes     2
 #   4     arm64 (559)                                     -       yes     2
 #   5     bullseye:bullseye (407)                         second  -       2
 # bookworm:bookworm is never among them: make check's own boot is that
@@ -42,10 +42,10 @@ for s in ctest/vm/*.sh; do
 done
 slot=$((n % 6))
 case $slot in
-  0) cells="bookworm:bookworm:s390x sid:bullseye" traced="" faults=0 fanout="2" ;;
-  1) cells="bullseye:sid" traced="" faults=1 fanout="2" ;;
-  2) cells="bookworm:bookworm:ppc64el trixie:trixie" traced=$first faults=0 fanout="2 24" ;;
-  3) cells="sid:sid bookworm:bookworm-backports" traced="" faults=1 fanout="2" ;;
+  0) cells="bookworm:bookworm:s390x trixie:trixie" traced="" faults=0 fanout="2" ;;
+  1) cells="bullseye:sid bookworm:bookworm-backports" traced="" faults=1 fanout="2" ;;
+  2) cells="bookworm:bookworm:ppc64el" traced=$first faults=0 fanout="2 24" ;;
+  3) cells="sid:sid sid:bullseye" traced="" faults=1 fanout="2" ;;
   4) cells="bookworm:bookworm:arm64" traced="" faults=1 fanout="2" ;;
   5) cells="bullseye:bullseye" traced=$second faults=0 fanout="2" ;;
 esac
