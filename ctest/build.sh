@@ -19,6 +19,10 @@ cd "$(dirname "$0")/.."
 # Another architecture's library is always build-ARCH: RSVERBS_BUILD, which
 # the Makefile exports, names the host's.
 if [ "$ARCH_FOREIGN" = 1 ]; then B=$PWD/$ARCH_BUILD; else B=${RSVERBS_BUILD:-$PWD/build}; fi
+# The programs link against that architecture's library: built here when it
+# is not (make matrix-arch on a fresh clone, where nothing else built it;
+# up to date, make lib does nothing).
+if [ "$ARCH_FOREIGN" = 1 ]; then arch_lib || { echo "build: make lib ARCH=$ARCH_DEB failed" >&2; exit 1; }; fi
 U=${RSVERBS_USERLAND:-bookworm}
 CFLAGS=(-O2 -g -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -Iinclude)
 LIBS=(-lrdmacm -ldl -lpthread -lm)

@@ -18,10 +18,8 @@ cd "$(dirname "$0")/.."
 K=${RSVERBS_KERNEL:-bookworm} U=${RSVERBS_USERLAND:-bookworm}
 # shellcheck source=testbed/arch.sh
 . testbed/arch.sh
-# What the guest runs: the library and the test programs of its architecture.
-if [ "$ARCH_FOREIGN" = 1 ]; then
-  arch_lib
-fi
+# What the guest runs: the library and the test programs of its architecture
+# (ctest/build.sh builds another architecture's library first).
 ctest/build.sh
 # The benchmark programs are the host's (its smoke suite is not run elsewhere).
 [ "$ARCH_FOREIGN" = 1 ] || bench/build.sh
