@@ -23,6 +23,9 @@ SIW_KERNEL=${RSVERBS_SIW_KERNEL:-bookworm}
 # operations compared per cell.
 MIN_DIFFRAND_OPS=10000
 export DIFFRAND_OPS=${DIFFRAND_OPS:-2500} DIFFRAND_FALLBACK_OPS=${DIFFRAND_FALLBACK_OPS:-1000}
+# conform's fallback modes with the preloaded program only (the relinked one
+# runs the same code there; make check runs both: ctest/vm/conform.sh).
+export CONFORM_FALLBACK_LINKS=${CONFORM_FALLBACK_LINKS:-preload}
 
 # Per kernel: timeouts for one diffrand run, one compat program, the whole
 # boot.  Measured (testbed/README.md, the matrix's timings): on 7.2 under TCG

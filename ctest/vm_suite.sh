@@ -40,7 +40,7 @@ mem=1024
 testbed/vm.sh run --timeout "${RSVERBS_VM_TIMEOUT:-1500}" --mem "$mem" --out "$out" \
   -- env RSVERBS_SUITES="${RSVERBS_SUITES:-}" DIFFRAND_OPS="${DIFFRAND_OPS:-}" \
   DIFFRAND_FALLBACK_OPS="${DIFFRAND_FALLBACK_OPS:-}" DIFFRAND_TIMEOUT="${DIFFRAND_TIMEOUT:-}" \
-  COMPAT_TIMEOUT="${COMPAT_TIMEOUT:-}" FAULTS_AXES="${FAULTS_AXES:-}" FAULTS_PATHS="${FAULTS_PATHS:-}" FAULTS_CANCEL="${FAULTS_CANCEL:-}" RSVERBS_TRACE_ALL="${RSVERBS_TRACE_ALL:-}" \
+  COMPAT_TIMEOUT="${COMPAT_TIMEOUT:-}" CONFORM_FALLBACK_LINKS="${CONFORM_FALLBACK_LINKS:-}" FAULTS_AXES="${FAULTS_AXES:-}" FAULTS_PATHS="${FAULTS_PATHS:-}" FAULTS_CANCEL="${FAULTS_CANCEL:-}" RSVERBS_TRACE_ALL="${RSVERBS_TRACE_ALL:-}" \
   RSVERBS_GUEST_BUILD="$ARCH_BUILD" RSVERBS_GUEST_BIN="$(arch_test_bin "$U")" ctest/guest_suite.sh || rc=$?
 if [ $tally = 1 ]; then cp "$out"/*.results ctest/out/ 2>/dev/null || true; fi
 [ "$rc" -eq 0 ] || echo "vm_suite: guest suite exited with $rc ($U userland, $K kernel, $ARCH_DEB; results in $out)" >&2
