@@ -4,8 +4,9 @@
 #
 # Two lanes at once, because the guest is the long pole and runs under TCG
 # (testbed/README.md: nested KVM does not work here):
-#   guest lane: the real-kernel suites (ctest/vm_suite.sh, then siw's boot),
-#               printed as they run;
+#   guest lane: the real-kernel suites (ctest/vm_suite.sh, then siw's boot)
+#               but those of make check-more (ctest/suites.sh), printed as
+#               they run;
 #   host lane:  everything that needs no guest (unit, crate, ABI, the other
 #               architectures, sanitizers, install, the fresh Debian 12
 #               root, the packages), each line prefixed "host| ", at the
@@ -68,6 +69,13 @@ host_lane() {
 }
 guest_lane() {
   local rc=0
+  # The real-kernel suites but make check-more's (ctest/suites.sh), unless
+  # RSVERBS_SUITES names some.
+  # shellcheck source=ctest/suites.sh
+  . ctest/suites.sh
+  export RSVERBS_SKIP_SUITES=${RSVERBS_SKIP_SUITES-$MORE_SUITES_A $MORE_SUITES_B}
+  [ -n "${RSVERBS_SUITES:-}" ] || [ -z "$RSVERBS_SKIP_SUITES" ] ||
+    echo "=== the real-kernel suites but $RSVERBS_SKIP_SUITES (make check-more runs those)"
   # shellcheck disable=SC2086
   lane $guest_steps || rc=1
   echo "=== guest lane done in $(( $(date +%s) - start )) s"

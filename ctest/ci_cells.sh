@@ -5,9 +5,10 @@
 # that twelve consecutive commits run every matrix cell, every
 # architecture twice, both halves of the traced suites twice, make faults
 # four times and fanout, and every commit's .ci/run stays under 45 minutes
-# cold on 2 cores: the guest lane (make check's real-kernel suites, then
-# the slot's guests, one after another) is the long pole, about 1,500 s
-# cold for make check's part, so a slot gets about 750 s of guest time.
+# cold on 2 cores: the guest lane (make check's real-kernel suites, one
+# group of make check-more's on alternate commits, then the slot's guests,
+# one after another) is the long pole, so a slot gets about 750 s of guest
+# time.
 # The slots are balanced by the time each step took cold on 2 cores
 # (.ci/run at b56f9cc, README's matrix table; a traced half about 400 s,
 # make faults 300, fanout N = 2 150, N = 2 and 24 300):
@@ -40,8 +41,9 @@
 #   ctest/ci_cells.sh --plan   n, then "slot=", "cells=" (empty: none),
 #                              "traced=" (RSVERBS_SUITES; empty: none),
 #                              "faults=" (1 or 0), "fanout=" (FANOUT_NS;
-#                              empty: none) and "arch=" (empty: no
-#                              architecture cell) lines
+#                              empty: none), "arch=" (empty: no
+#                              architecture cell) and "more=" (make
+#                              check-more's group, a or b: RSVERBS_MORE) lines
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${RSVERBS_CI_N:-$(git rev-list --count HEAD 2>/dev/null || echo 0)}
@@ -71,6 +73,9 @@ for c in $cells; do
   IFS=: read -r _ _ a <<<"$c"
   [ -z "${a:-}" ] || arch=$a
 done
+# make check-more's groups (ctest/suites.sh) on alternate commits.
+more=a
+[ $((n % 2)) = 0 ] || more=b
 if [ "${1:-}" = --plan ]; then
   echo "n=$n"
   echo "slot=$slot"
@@ -79,6 +84,7 @@ if [ "${1:-}" = --plan ]; then
   echo "faults=$faults"
   echo "fanout=$fanout"
   echo "arch=$arch"
+  echo "more=$more"
 else
   echo "$cells"
 fi
