@@ -434,7 +434,11 @@ deps-deb:
 	@tools/deps.sh --deb $(LINTIAN)
 	@$(if $(CARGO_ARCH),tools/deps.sh --cross $(ARCH_DEB),true)
 
-# The checks of the packaging and the toolchain (each also in make check).
+# The checks of the packaging and the toolchain (each also in make check,
+# but for check-freshroot's make ARCH=... from nothing in the fresh root:
+# RSVERBS_FRESHROOT_ARCHES, default arm64 here and none in make check, whose
+# host lane it would make twice as long; .ci/run builds one architecture a
+# commit there, in rotation).
 check-freshroot:
 	ctest/freshroot.sh
 check-deb:

@@ -23,31 +23,61 @@
 #                                 once the guest has had time to prepare its
 #                                 own boot (.ci/run: the next steps' kernels,
 #                                 userlands and test programs)
+#   RSVERBS_FRESHROOT_ARCHES      the architectures the fresh Debian 12 root
+#                                 also builds from nothing (make ARCH=...);
+#                                 none by default: that is make
+#                                 check-freshroot's and CI's rotation's
+#                                 (.ci/run), the host lane's long pole
+# A step that fails counts as failed in the closing line even when it wrote
+# no FAIL result (it died before its results, or failed in its setup): one
+# "FAIL step ..." line in ctest/out/steps.results. ctest/check_self.sh tests
+# that, with the step lists below replaced (RSVERBS_CHECK_HOST_STEPS,
+# RSVERBS_CHECK_GUEST_STEPS; RSVERBS_CHECK_OUT for the results' directory).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-mkdir -p ctest/out
+out=${RSVERBS_CHECK_OUT:-ctest/out}
+mkdir -p "$out"
 only=${RSVERBS_CHECK_ONLY:-}
 case $only in
   "" | host | guest) ;;
   *) echo "check: RSVERBS_CHECK_ONLY=$only: host or guest" >&2; exit 2 ;;
 esac
-[ -n "$only" ] || rm -f ctest/out/*.results
+[ -n "$only" ] || rm -f "$out"/*.results
 start=$(date +%s)
 # Quick steps first, so that the prefetch starts early; the long builds last.
-host_quick="ctest/unit.sh ctest/crate.sh ctest/header_fresh.sh ctest/abi.sh ctest/unload.sh ctest/unwind.sh ctest/install.sh"
+host_quick="ctest/unit.sh ctest/crate.sh ctest/check_self.sh ctest/header_fresh.sh ctest/abi.sh ctest/unload.sh ctest/unwind.sh ctest/install.sh"
 host_long="ctest/crossarch.sh ctest/sanitize.sh ctest/freshroot.sh ctest/deb.sh"
 guest_steps="ctest/vm_suite.sh ctest/vm_siw.sh"
+if [ -n "${RSVERBS_CHECK_HOST_STEPS+set}" ]; then host_quick=$RSVERBS_CHECK_HOST_STEPS host_long=""; fi
+guest_steps=${RSVERBS_CHECK_GUEST_STEPS-$guest_steps}
+export RSVERBS_FRESHROOT_ARCHES=${RSVERBS_FRESHROOT_ARCHES-}
 # The guest's whole-boot timeout (ctest/vm_suite.sh's 1,500 s) with room
 # for the host lane's builds beside it.
 export RSVERBS_VM_TIMEOUT=${RSVERBS_VM_TIMEOUT:-3000}
 # lane STEP...: runs each step, its time and a FAILED line; the lane's
 # status is 1 when any step failed.
 lane() {
-  local rc=0 t step
+  local rc=0 t step st before f counted
   for step in "$@"; do
     echo "=== $step"
     t=$(date +%s)
-    "$step" || { rc=1; echo "=== $step FAILED" >&2; }
+    before=$(cksum "$out"/*.results 2>/dev/null)
+    st=0
+    "$step" || st=$?
+    if [ "$st" != 0 ]; then
+      rc=1
+      echo "=== $step FAILED (status $st)" >&2
+      # No results file with a FAIL line was written while the step ran
+      # (by it, or by the other lane: either way the total cannot say 0
+      # failed; a file's content, not its time, tells: file times are
+      # coarser than a quick step): the step itself is the failure.
+      counted=0
+      for f in $(grep -l '^FAIL' "$out"/*.results 2>/dev/null); do
+        grep -qxF "$(cksum "$f")" <<<"$before" || counted=1
+      done
+      [ "$counted" = 1 ] ||
+        echo "FAIL step $step exited with status $st and wrote no failing result" >> "$out/steps.results"
+    fi
     echo "=== $step: $(( $(date +%s) - t )) s"
   done
   return $rc
@@ -84,7 +114,7 @@ guest_lane() {
 # The host lane, niced, its lines prefixed as they come (sed -u: whole
 # lines, so that the two lanes' lines do not mix within one).
 host_lane_niced() {
-  local st=ctest/out/.host-lane.$$.rc
+  local st=$out/.host-lane.$$.rc
   { renice -n 19 -p "$BASHPID" >/dev/null; host_lane 2>&1; echo $? > "$st"; } | sed -u 's/^/host| /'
   [ "$(cat "$st" 2>/dev/null)" = 0 ]; local rc=$?
   rm -f "$st"
@@ -105,5 +135,5 @@ else
   wait "$hpid" || rc=1
 fi
 echo "=== make check summary ($(( $(date +%s) - start )) s)"
-ctest/summary.sh || rc=1
+ctest/summary.sh "$out" || rc=1
 exit $rc

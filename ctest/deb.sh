@@ -20,7 +20,7 @@ source ctest/freshroot.sh
 source ctest/lib.sh
 t0=$SECONDS
 [[ $EUID == 0 ]] || { fail "needs root (chroot, namespaces)"; finish; exit; }
-command -v debootstrap >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
+command -v debootstrap >/dev/null || { tools/apt-get.sh update -qq && DEBIAN_FRONTEND=noninteractive tools/apt-get.sh install -y -qq debootstrap >/dev/null; }
 make -s deps-deb # lintian, for the host-side lintian run
 ( freshroot_prepare >/dev/null ) || { fail "clean bookworm root (ctest/freshroot.sh)"; finish; exit; }
 freshroot_prepare

@@ -318,7 +318,7 @@ freshroot_main() {
 	[[ $EUID == 0 ]] || { fail "needs root (debootstrap, chroot, namespaces)"; finish; return; }
 	if ! command -v debootstrap >/dev/null; then
 		fr_log "installing debootstrap"
-		if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }; then
+		if ! { tools/apt-get.sh update -qq && DEBIAN_FRONTEND=noninteractive tools/apt-get.sh install -y -qq debootstrap >/dev/null; }; then
 			fail "apt-get install debootstrap"; finish; return
 		fi
 	fi

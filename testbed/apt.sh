@@ -182,8 +182,31 @@ apt_private_newer_keyring() {
 }
 
 # apt-get update of the private configuration when its lists are missing or
-# older than a day (or $1 = force).
+# older than a day (or $1 = force), one process at a time: make check's two
+# lanes (ctest/check.sh) both reach here on a fresh machine (the guest lane
+# for siw's kernel, the host lane for the other architectures' libibverbs),
+# and two updates at once break each other: apt-get update deletes the
+# binary caches, pkgcache.bin's temporary files among them, that another
+# apt command is writing ("Problem renaming the file .../pkgcache.bin.XXXXXX
+# ... (2: No such file or directory)", and a second update is refused the
+# lists' lock). So the update runs under a lock of this directory, the
+# stamp is looked at again once the lock is held (the other process has
+# usually just updated), and the binary cache is built before the lock is
+# let go, so that the readers after it (apt-cache, apt-get download) find
+# it made and only read it.
 apt_private_update() {
+	local fd rc=0
+	exec {fd}>>"$APT_DIR/update.lock"
+	if ! flock -n "$fd"; then
+		apt_log "apt: waiting for another process's update of the private package lists"
+		flock -w 1800 "$fd" || apt_die "the private package lists stayed locked for 30 minutes ($APT_DIR/update.lock)"
+	fi
+	apt_private_update_locked "$@" || rc=$?
+	exec {fd}>&-
+	return "$rc"
+}
+
+apt_private_update_locked() {
 	local out rc=0 stamp=$APT_DIR/updated
 	if [[ ${1:-} != force && -n $(find "$stamp" -mmin -"$APT_MAX_AGE_MIN" 2>/dev/null) ]]; then
 		return 0
@@ -214,6 +237,7 @@ apt_private_update() {
 		fi
 		apt_log "apt: warning: update incomplete, using the lists as they are"
 	fi
+	apt-cache gencaches -q >/dev/null 2>&1 || true
 	touch "$stamp"
 }
 

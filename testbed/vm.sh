@@ -70,7 +70,7 @@ usage() {
 	exit 2
 }
 as_root() { if ((EUID == 0)); then "$@"; else sudo -n "$@"; fi; }
-apt_update() { as_root apt-get update -qq >&2; }
+apt_update() { as_root "$TESTBED/../tools/apt-get.sh" update -qq >&2; }
 
 ensure_packages() {
 	local p missing=()
@@ -86,7 +86,7 @@ ensure_packages() {
 	fi
 	log "packages: installing ${missing[*]}"
 	apt_update
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	as_root env DEBIAN_FRONTEND=noninteractive "$TESTBED/../tools/apt-get.sh" install -y -qq \
 		--no-install-recommends "${missing[@]}" >&2
 }
 

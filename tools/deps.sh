@@ -47,7 +47,7 @@ install_missing() {
   # apt's resolver explains a failure on stdout ("The following packages
   # have unmet dependencies: ..."): shown then, not thrown away.
   local out
-  if ! out=$(apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "${missing[@]}" 2>&1); then
+  if ! out=$(tools/apt-get.sh install -y -q --no-install-recommends "${missing[@]}" 2>&1); then
     printf '%s\n' "$out" >&2
     echo "$tag: apt-get install ${missing[*]} failed" >&2
     exit 1
@@ -63,7 +63,7 @@ install_missing() {
 # cached rustup toolchain as s390x does.
 apt_update() {
   [ -z "${apt_updated:-}" ] || return 0
-  if ! apt-get -o DPkg::Lock::Timeout=600 update -qq; then
+  if ! tools/apt-get.sh update -qq; then
     echo "$1: apt-get update failed for some index (above: one the mirror did not serve as its Release file names); going on with the lists apt has" >&2
   fi
   apt_updated=1
