@@ -1,14 +1,6 @@
-# rsverbs: build, install, and every test.
-#   make            build build/librsverbs.so.1, build/rsverbs and an uninstalled rsverbs.pc
-#   make tool       build only build/rsverbs, the command (rsverbs gids, rsverbs doctor)
-#   make check      every test (installs what it needs on Debian 12, as root)
-#   make faults     rsverbs' syscalls and allocations failed, threads cancelled, small stacks, in a qemu guest
-#   make fanout     RoCE multicast, 1 sender to N = 2, 8, 24 receivers in qemu guests
-#   make demo       boot the Soft-RoCE test bed and show C programs on rsverbs
-#   make install    PREFIX, BINDIR, LIBDIR, INCLUDEDIR, PKGCONFIGDIR, MANDIR and DESTDIR honoured
-#   make deb        Debian packages (debian/) into build/deb/
-#   make ARCH=arm64 the same for another architecture (arm64, ppc64el, s390x), into build-arm64/;
-#                   make deb ARCH=arm64: its Debian packages, into build-arm64/deb/
+# rsverbs: build, install, test. `make help` lists every target in two
+# groups: build and install (any Linux), tests and measurements (Debian 12,
+# as root; docs/testing.md).
 
 VERSION     := 0.1.0
 SOVERSION   := 1
@@ -184,7 +176,7 @@ else
 $(error LINKER must be zig or gnu, not '$(LINKER)')
 endif
 
-.PHONY: all lib tool example size header deps deps-build deps-cbindgen check check-more check-all check-unit check-crate check-abi check-vm check-sanitize check-traced fuzz demo compat bench matrix matrix-arch faults fanout \
+.PHONY: help all lib tool example size header deps deps-build deps-cbindgen check check-more check-all check-unit check-crate check-abi check-vm check-sanitize check-traced fuzz demo compat bench matrix matrix-arch faults fanout \
         install install-debug uninstall clean zig deb deps-deb check-deb check-deb-arch check-freshroot check-install
 
 all: lib tool example $(BUILD)/pkgconfig/rsverbs.pc
@@ -227,6 +219,19 @@ $(RECEIVER): $(LIB_SRCS) $(wildcard ctest/consumer/src/*) ctest/consumer/Cargo.t
 	$(CARGO_LINK) build --release --locked --manifest-path ctest/consumer/Cargo.toml --target-dir target/consumer $(CARGO_ARCH)
 	mkdir -p $(BUILD)/examples
 	cp $(RECEIVER_BIN) $@.tmp
+	mv $@.tmp $@
+
+# The C examples (examples/c/, the README's receiver done right and a sender
+# with a send-only membership): built with the uninstalled rsverbs.pc, as a
+# user builds them with the installed one, their rpath build/; only for the
+# host's architecture. ctest/vm/examples.sh runs them in the guest.
+C_EXAMPLES  := $(if $(CARGO_ARCH),,$(BUILD)/examples/mcast_recv $(BUILD)/examples/mcast_send)
+example: $(C_EXAMPLES)
+
+$(C_EXAMPLES): $(BUILD)/examples/%: examples/c/%.c examples/c/ud.h include/rsverbs.h $(LIB) $(BUILD)/pkgconfig/rsverbs.pc
+	mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_DEFAULT_SOURCE -O2 -g -Wall -Wextra -o $@.tmp $< \
+	  $$(PKG_CONFIG_PATH=$(BUILD)/pkgconfig pkg-config --cflags --libs rsverbs) -Wl,-rpath,$(BUILD)
 	mv $@.tmp $@
 
 $(TOOL): $(TOOL_BIN)
@@ -275,7 +280,8 @@ deps-cbindgen:
 	@command -v cbindgen >/dev/null && cbindgen --version | grep -q ' $(CBINDGEN_VERSION)$$' \
 	  || $(CARGO) install --quiet --locked --root $(CBINDGEN_ROOT) cbindgen --version $(CBINDGEN_VERSION)
 
-# Every suite; the last line is the "N passed, N failed" total.
+# The host checks and the real-kernel suites but make check-more's
+# (docs/testing.md); the last line is the "N passed, N failed" total.
 check: deps deps-cbindgen all
 	ctest/check.sh
 
@@ -458,3 +464,33 @@ check-deb-arch:
 clean:
 	$(CARGO) clean
 	rm -rf $(sort $(BUILD) $(CURDIR)/build $(wildcard $(CURDIR)/build-*)) ctest/out
+
+# make help: every target, in two groups.
+help:
+	@printf '%s\n' \
+	  'Build and install (any Linux with cargo >= 1.95, a C compiler and libibverbs headers):' \
+	  '  make                  build/librsverbs.so.1, build/rsverbs, the examples, an uninstalled rsverbs.pc' \
+	  '  make lib | tool | example   one of them' \
+	  '  make install          PREFIX (/usr/local), BINDIR, LIBDIR, INCLUDEDIR, PKGCONFIGDIR, MANDIR, DESTDIR' \
+	  '  make install-debug    the library'"'"'s debug info where gdb finds it;  make uninstall' \
+	  '  make deb              Debian packages into build/deb/ (librsverbs1, librsverbs-dev, rsverbs-tools)' \
+	  '  make ARCH=arm64|ppc64el|s390x [deb]   another architecture, into build-ARCH/' \
+	  '  make header           regenerate include/rsverbs.h (cbindgen)' \
+	  '  make size             what takes the space in the library' \
+	  '  make clean' \
+	  '' \
+	  'Tests and measurements (Debian 12, as root; each installs what it needs; docs/testing.md):' \
+	  '  make demo             boot the Soft-RoCE test bed and show rsverbs at work (about 3 minutes cold)' \
+	  '  make check            every host check and the real-kernel suites; last line "N passed, N failed"' \
+	  '  make check-more       the real-kernel suites make check leaves out (RSVERBS_MORE=a|b);  make check-all: both' \
+	  '  make check-unit | check-crate | check-abi | check-sanitize | check-install | check-deb   one host step' \
+	  '  make check-vm         the real-kernel suites alone (RSVERBS_SUITES="conform e2e" picks some);  make compat' \
+	  '  make check-freshroot  a debootstrapped Debian 12 root builds and checks it, and make ARCH= from nothing' \
+	  '  make check-deb-arch   the other architectures'"'"' packages, installed and used under qemu-user' \
+	  '  make check-traced     every real-kernel suite again with RSVERBS_TRACE=hints' \
+	  '  make faults           every syscall and allocation failed on purpose, cancellation, small stacks' \
+	  '  make matrix           every Debian userland on every Debian kernel;  make matrix-arch: arm64, ppc64el, s390x' \
+	  '  make fanout           multicast across hosts: 1 sender to N guests' \
+	  '  make fuzz             a long fuzz run of the sysfs parsers (RSVERBS_FUZZ_SECS)' \
+	  '  make bench            speed and size against rdma-core and the bare syscall; writes BENCHMARKS.md' \
+	  '  make deps             the packages the tests need, alone'

@@ -45,7 +45,7 @@ esac
 [ -n "$only" ] || rm -f "$out"/*.results
 start=$(date +%s)
 # Quick steps first, so that the prefetch starts early; the long builds last.
-host_quick="ctest/unit.sh ctest/crate.sh ctest/check_self.sh ctest/header_fresh.sh ctest/abi.sh ctest/unload.sh ctest/unwind.sh ctest/install.sh"
+host_quick="ctest/unit.sh ctest/crate.sh ctest/check_self.sh ctest/docs.sh ctest/header_fresh.sh ctest/abi.sh ctest/unload.sh ctest/unwind.sh ctest/install.sh"
 host_long="ctest/crossarch.sh ctest/sanitize.sh ctest/freshroot.sh ctest/deb.sh"
 guest_steps="ctest/vm_suite.sh ctest/vm_siw.sh"
 if [ -n "${RSVERBS_CHECK_HOST_STEPS+set}" ]; then host_quick=$RSVERBS_CHECK_HOST_STEPS host_long=""; fi

@@ -86,3 +86,16 @@ elf_is() { local h; h=$(readelf -h "$1") && grep -q "Machine: *$2" <<< "$h" && g
 same_abi() {
   elf_is "$1" "$3" "$4" && [ "$(exports "$1")" = "$(exports "$2")" ] && [ "$(verdefs "$1")" = "$(verdefs "$2")" ]
 }
+# igmp_held NETDEV A.B.C.D: the netdev holds an IPv4 group in /proc/net/igmp,
+# whose group column is the address's 4 bytes read as a u32 in the host's
+# byte order, "%08X" (igmp.c igmp_mc_seq_show): reversed on little-endian.
+igmp_held() {
+  local a b c d hex
+  IFS=. read -r a b c d <<< "$2"
+  if [ "$(printf '\001\000' | od -An -tu2 | tr -d ' ')" = 1 ]; then
+    printf -v hex '%02X%02X%02X%02X' "$d" "$c" "$b" "$a"
+  else
+    printf -v hex '%02X%02X%02X%02X' "$a" "$b" "$c" "$d"
+  fi
+  awk -v nd="$1" -v g="$hex" '/^[0-9]/ { in_nd = ($2 == nd) } in_nd && $1 == g { f = 1 } END { exit !f }' /proc/net/igmp
+}
