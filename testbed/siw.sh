@@ -58,10 +58,29 @@ H=$work/root/usr/src/linux-headers-$KV-amd64
 kcc=$(sed -n 's/^CONFIG_GCC_VERSION=\([0-9]*\)[0-9][0-9][0-9][0-9]$/\1/p' "$H/.config")
 hcc=$(gcc -dumpversion | cut -d. -f1)
 [[ $kcc == "$hcc" ]] || die "$KPKG was built with gcc-$kcc; the host has gcc-$hcc: no siw for it here"
-# The headers name their kbuild package (linux-kbuild-6.1 in bookworm).
-kbuild=$(dpkg-deb -f "$(deb "linux-headers-$KV-amd64")" Depends | grep -o 'linux-kbuild-[^ ,]*' | head -1)
-for p in "linux-headers-$KV-common" "$kbuild" "linux-source-$SERIES"; do fetch "$p=$KPKGVER"; done
-for p in "linux-headers-$KV-common" "$kbuild"; do dpkg-deb -x "$(deb "$p")" "$work/root"; done
+# The headers name their kbuild package (linux-kbuild-6.1 in bookworm) and
+# its lowest version, "linux-kbuild-6.1 (>= 6.1.192-2)": a later upload of
+# kbuild may have replaced that very version in the archive (seen
+# 2026-11-28: bookworm-security carried linux-kbuild-6.1 6.1.192-3 only,
+# beside linux-headers-6.1.0-56-* 6.1.192-2), so the lowest version the
+# archive has that satisfies the dependency is taken.
+read -r kbuild kbuild_min < <(dpkg-deb -f "$(deb "linux-headers-$KV-amd64")" Depends |
+	grep -o 'linux-kbuild-[^ ,]* (>= [^)]*)' | head -1 | sed 's/ (>= / /; s/)$//')
+[[ -n $kbuild && -n $kbuild_min ]] || die "linux-headers-$KV-amd64 names no linux-kbuild (>= ...) dependency"
+kbuild_ver=""
+while read -r v; do
+	dpkg --compare-versions "$v" ge "$kbuild_min" || continue
+	if [[ -z $kbuild_ver ]] || dpkg --compare-versions "$v" lt "$kbuild_ver"; then kbuild_ver=$v; fi
+done < <(apt-cache madison "$kbuild" 2>/dev/null | awk -F' *[|] *' '{ print $2 }')
+[[ -n $kbuild_ver ]] || die "no $kbuild (>= $kbuild_min) in the archive"
+for p in "linux-headers-$KV-common" "linux-source-$SERIES"; do fetch "$p=$KPKGVER"; done
+kdeb() { ls "$debs/${kbuild}_${kbuild_ver//:/%3a}_"*.deb 2>/dev/null; }
+if ! kdeb >/dev/null; then
+	log "downloading $kbuild=$kbuild_ver"
+	(cd "$debs" && apt-get download -q -o APT::Sandbox::User=root "$kbuild=$kbuild_ver" >&2) || die "cannot download $kbuild=$kbuild_ver"
+fi
+dpkg-deb -x "$(deb "linux-headers-$KV-common")" "$work/root"
+dpkg-deb -x "$(kdeb)" "$work/root"
 # Its Makefile includes the -common tree by absolute path: point it at ours.
 sed -i "s|include /usr/src/|include $work/root/usr/src/|" "$H/Makefile"
 log "extracting drivers/infiniband/sw/siw from linux-source-$SERIES"
