@@ -51,6 +51,23 @@ guest_steps="ctest/vm_suite.sh ctest/vm_siw.sh"
 if [ -n "${RSVERBS_CHECK_HOST_STEPS+set}" ]; then host_quick=$RSVERBS_CHECK_HOST_STEPS host_long=""; fi
 guest_steps=${RSVERBS_CHECK_GUEST_STEPS-$guest_steps}
 export RSVERBS_FRESHROOT_ARCHES=${RSVERBS_FRESHROOT_ARCHES-}
+# make check's budget: within 12 minutes after make demo on a fresh 2-core
+# machine (docs/testing.md has the measured figures). So, unless
+# RSVERBS_CHECK_FULL=1 (which .ci/run sets: CI runs all of it every commit):
+#   - conform's fallback modes run the preloaded program only, as the matrix
+#     cells do (the relinked one runs the same library code once the ioctl
+#     fails; conform.sh CONFORM_FALLBACK_LINKS);
+#   - diffrand compares half as many operations a seed (7,500 on the ioctl
+#     route, 2,000 on each fallback; still three times a matrix cell's);
+#   - the other architectures' builds and unit tests: s390x only, the
+#     big-endian one (ctest/crossarch.sh RSVERBS_CROSS_ARCHES; CI builds
+#     arm64 and ppc64el too).
+# An explicit setting of any of these wins.
+if [ "${RSVERBS_CHECK_FULL:-0}" != 1 ]; then
+  export CONFORM_FALLBACK_LINKS=${CONFORM_FALLBACK_LINKS:-preload}
+  export DIFFRAND_OPS=${DIFFRAND_OPS:-7500} DIFFRAND_FALLBACK_OPS=${DIFFRAND_FALLBACK_OPS:-2000}
+  export RSVERBS_CROSS_ARCHES=${RSVERBS_CROSS_ARCHES:-s390x}
+fi
 # The guest's whole-boot timeout (ctest/vm_suite.sh's 1,500 s) with room
 # for the host lane's builds beside it.
 export RSVERBS_VM_TIMEOUT=${RSVERBS_VM_TIMEOUT:-3000}
