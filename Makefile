@@ -177,7 +177,7 @@ $(error LINKER must be zig or gnu, not '$(LINKER)')
 endif
 
 .PHONY: help all lib tool example size header deps deps-build deps-cbindgen check check-more check-all check-unit check-crate check-abi check-vm check-sanitize check-traced fuzz demo compat bench matrix matrix-arch faults fanout \
-        install install-debug uninstall clean zig deb deps-deb check-deb check-deb-arch check-freshroot check-install
+        install install-debug uninstall clean zig deb deps-deb check-deb check-deb-arch check-freshroot check-install check-packaging
 
 all: lib tool example $(BUILD)/pkgconfig/rsverbs.pc
 
@@ -282,8 +282,14 @@ deps-cbindgen:
 
 # The host checks and the real-kernel suites but make check-more's
 # (docs/testing.md); the last line is the "N passed, N failed" total.
-check: deps deps-cbindgen all
+check: deps all
 	ctest/check.sh
+
+# The fresh Debian 12 root (debootstrap, Debian's own toolchain, offline) and
+# the Debian packages built and used in it; in make check only with
+# RSVERBS_CHECK_FULL=1 (.ci/run), for make check's time budget.
+check-packaging:
+	ctest/freshroot.sh; a=$$?; ctest/deb.sh; b=$$?; [ $$a = 0 ] && [ $$b = 0 ]
 
 # The real-kernel suites make check leaves out (ctest/suites.sh: trace, the IP
 # join, membership, GID selection, the command, device loss, sanitizer runs,
@@ -440,7 +446,7 @@ deps-deb:
 	@tools/deps.sh --deb $(LINTIAN)
 	@$(if $(CARGO_ARCH),tools/deps.sh --cross $(ARCH_DEB),true)
 
-# The checks of the packaging and the toolchain (each also in make check,
+# The checks of the packaging and the toolchain (each also in CI's make check,
 # but for check-freshroot's make ARCH=... from nothing in the fresh root:
 # RSVERBS_FRESHROOT_ARCHES, default arm64 here and none in make check, whose
 # host lane it would make twice as long; .ci/run builds one architecture a
@@ -485,7 +491,8 @@ help:
 	  '  make check-more       the real-kernel suites make check leaves out (RSVERBS_MORE=a|b);  make check-all: both' \
 	  '  make check-unit | check-crate | check-abi | check-sanitize | check-install | check-deb   one host step' \
 	  '  make check-vm         the real-kernel suites alone (RSVERBS_SUITES="conform e2e" picks some);  make compat' \
-	  '  make check-freshroot  a debootstrapped Debian 12 root builds and checks it, and make ARCH= from nothing' \
+	  '  make check-packaging  a debootstrapped Debian 12 root builds and checks it; the .debs built and used there' \
+	  '  make check-freshroot  the same root alone, and make ARCH= from nothing there (RSVERBS_FRESHROOT_ARCHES)' \
 	  '  make check-deb-arch   the other architectures'"'"' packages, installed and used under qemu-user' \
 	  '  make check-traced     every real-kernel suite again with RSVERBS_TRACE=hints' \
 	  '  make faults           every syscall and allocation failed on purpose, cancellation, small stacks' \
