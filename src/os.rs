@@ -81,6 +81,18 @@ impl<const N: usize> Text<N> {
         self.buf[self.len] = 0;
         CStr::from_bytes_with_nul(&self.buf[..=self.len]).ok()
     }
+    /// Replaces every ASCII control byte (below 0x20, and DEL) so far by
+    /// `?`: names the kernel or another process chose (a netdev named
+    /// with an ESC by a CAP_NET_ADMIN holder, a device name) then cannot
+    /// drive the terminal or split a line that others parse. Bytes of
+    /// other UTF-8 characters stay.
+    pub fn mask_controls(&mut self) {
+        for b in &mut self.buf[..self.len] {
+            if *b < 0x20 || *b == 0x7f {
+                *b = b'?';
+            }
+        }
+    }
     /// The bytes so far and a final newline (the last byte gives way to it
     /// when the text is full).
     pub fn line(&mut self) -> &[u8] {

@@ -27,8 +27,11 @@ impl Line {
     pub fn start(&mut self, pid: u32) {
         let _ = write!(self, "rsverbs[{pid}]: ");
     }
-    /// The bytes so far, with the final newline.
+    /// The bytes so far, with the final newline; control bytes in them
+    /// (from a device or netdev name: rsverbs' own words have none) are
+    /// `?` ([`crate::os::Text::mask_controls`]).
     pub fn finish(&mut self) -> &[u8] {
+        self.0.mask_controls();
         self.0.line()
     }
     /// The bytes so far, without a newline.
@@ -210,5 +213,18 @@ mod tests {
         let b = l.finish();
         assert_eq!(b.len(), CAPACITY);
         assert_eq!(b[CAPACITY - 1], b'\n');
+    }
+
+    #[test]
+    fn a_name_with_control_bytes_cannot_reach_the_terminal() {
+        // A netdev renamed by a CAP_NET_ADMIN holder to carry an ANSI
+        // escape and a newline: the line keeps its other bytes (UTF-8
+        // included) and ends with its one newline.
+        let mut l = Line::new();
+        l.start(7);
+        let _ = write!(l, "ipjoin join netdev={} result=0", "e\x1b[2Jth\n0\u{7f}\u{e9}");
+        let b = l.finish();
+        assert_eq!(b, "rsverbs[7]: ipjoin join netdev=e?[2Jth?0?\u{e9} result=0\n".as_bytes());
+        assert!(!b[..b.len() - 1].iter().any(|&c| c < 0x20 || c == 0x7f));
     }
 }
