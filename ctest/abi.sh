@@ -28,7 +28,9 @@ check "the rsverbs command (the rlib) defines no ibv_* name" \
 
 # The command's usage errors need no device (docs/tool.md, rsverbs(1)): a non-UTF-8
 # argument is exit 2 with the usage on stderr (it was a panic: SIGABRT, exit
-# 134), and so is a device name that does not exist (rsverbs(1) EXIT STATUS).
+# 134). A device name that does not exist is a runtime failure (issue 41):
+# exit 1, one line on stderr, no usage ("no RDMA devices; ..." on a host
+# without any, "unknown device ..." on one with some).
 # usage_rc ARGS...: the exit status, when stderr has the usage and stdout is empty.
 usage_rc() {
   "$tool" "$@" >"$O/tool.out" 2>"$O/tool.err"
@@ -39,8 +41,11 @@ rc=$(usage_rc gids "$(printf 'rxe\377')")
 check "rsverbs gids with a non-UTF-8 argument: usage error, exit 2 (got $rc)" [ "$rc" = 2 ]
 rc=$(usage_rc doctor 239.1.1.1 --dev "$(printf '\377')")
 check "rsverbs doctor with a non-UTF-8 --dev: usage error, exit 2 (got $rc)" [ "$rc" = 2 ]
-rc=$(usage_rc gids rsverbs-no-such-device)
-check "rsverbs gids with a device that does not exist: usage error, exit 2 (got $rc)" [ "$rc" = 2 ]
+"$tool" gids rsverbs-no-such-device >"$O/tool.out" 2>"$O/tool.err"
+rc=$?
+check "rsverbs gids with a device that does not exist: exit 1, one line on stderr, no usage (got $rc: $(head -1 "$O/tool.err"))" \
+  sh -c '[ "$1" = 1 ] && [ ! -s "$2" ] && [ "$(grep -vc "^libibverbs: " "$3")" = 1 ] && grep -Eq "^rsverbs: (no RDMA devices|unknown device)" "$3" && ! grep -q "^usage:" "$3"' \
+  _ $rc "$O/tool.out" "$O/tool.err"
 
 # The same exports and version nodes from the other linker (GNU ld vs zig's
 # lld): the link is one decision for both (docs/building.md).

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The Rust unit tests (encoders byte for byte against rdma-core captures,
 # parsers, route cache), and those of the rsverbs command (src/tool: its
-# argument, /proc and GROUP parsers, default-index rules, JSON writer),
+# argument, /proc and GROUP parsers, default-index rules, JSON writer, doctor
+# on InfiniBand ports; tests/cli.rs runs the built binary: help, usage and
+# runtime errors, their exit statuses and streams, no RDMA device needed),
 # recorded one result per test, doctests (rsverbs::safe) included.
 set -uo pipefail
 cd "$(dirname "$0")/.."

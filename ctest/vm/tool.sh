@@ -9,8 +9,17 @@
 #     rdma_cm and perftest marks sit where their rules put them.
 #  2. `rsverbs doctor`: every verdict reached by injecting its fault on
 #     rxe1/dummy0, and its healthy twin: exit status, the check's status in
-#     the text and in --json (parsed by python3), the fix printed; bad GROUP,
-#     unknown device, port or option exit 2.
+#     the text and in --json (parsed by python3), the fix printed; the
+#     JSON's link_layer and skipped (issue 41).
+#  3. The conventions (issue 41 item 5, docs/tool.md "Conventions"): help
+#     of the command and at the top on stdout with exit 0; every form of
+#     --dev/--port (--dev=X, -dX, -d X, -i N) in both commands gives what
+#     the long form gives; bad usage (bad GROUP, unknown option) exit 2
+#     with a three-line hint; runtime failures (unknown device or port, no
+#     RDMA device at all: /dev/infiniband hidden by a tmpfs in a mount
+#     namespace) exit 1 in one line on stderr, no usage, nothing on stdout.
+# InfiniBand ports (doctor's skip) are not here: no InfiniBand in the test
+# bed; src/tool/doctor.rs's unit tests build such ports by hand.
 # dummy0's addresses, flags and rp_filter are restored on exit.
 set -uo pipefail
 source "$(dirname "$0")/../lib.sh"
@@ -347,28 +356,107 @@ echo "tool: doctor verdicts after $SECONDS s"
 # Without --dev: every port is checked, ready when one is.
 doc all-ports 0 $G
 check "doctor all-ports: checks rxe0 and rxe1" sh -c "grep -q '^rxe0 port 1' $W/doctor.all-ports.txt && grep -q '^rxe1 port 1' $W/doctor.all-ports.txt"
+check "doctor --json: a RoCE port has link_layer Ethernet and skipped 0, no check says skip" \
+	sh -c "grep -q '\"link_layer\":\"Ethernet\",' $W/doctor.healthy.json && grep -q '\"skipped\":0,' $W/doctor.healthy.json && ! grep -q '\"status\":\"skip\"' $W/doctor.healthy.json"
 
-# Bad usage: exit 2, a message, nothing on stdout.
+# ---- 3. conventions ------------------------------------------------------------
+
+# Help: stdout, exit 0, nothing on stderr.
+helps() { # helps NAME WANT ARGS...: exit 0, stdout's first line matches WANT
+	local name=$1 want=$2 rc
+	shift 2
+	"$T" "$@" > $W/help.$name.out 2> $W/help.$name.err
+	rc=$?
+	check "help $name ($*): exit 0, on stdout, nothing on stderr (got $rc)" \
+		sh -c '[ "$1" = 0 ] && [ ! -s "$2" ] && grep -q "$3" "$4"' _ $rc $W/help.$name.err "$want" $W/help.$name.out
+}
+helps top '^usage: rsverbs gids' --help
+helps top-h '^usage: rsverbs gids' -h
+helps help '^usage: rsverbs gids' help
+helps gids '^usage: rsverbs gids ' gids --help
+helps gids-h '^usage: rsverbs gids ' gids -h
+helps help-gids '^usage: rsverbs gids ' help gids
+helps doctor '^usage: rsverbs doctor ' doctor --help
+helps doctor-h '^usage: rsverbs doctor ' doctor $G -h
+helps help-doctor '^usage: rsverbs doctor ' help doctor
+helps version '^rsverbs [0-9]' --version
+check "rsverbs --help: one line on what each command does" \
+	sh -c "grep -q '^  gids  ' $W/help.top.out && grep -q '^  doctor  ' $W/help.top.out"
+check "rsverbs help doctor: the same as doctor --help" cmp -s $W/help.help-doctor.out $W/help.doctor.out
+
+# Every form of device and port gives the rows (gids) and the verdicts
+# (doctor) of the long form.
+"$T" gids "$DEV:1" > $W/forms.gids.ref 2>&1
+for f in "--dev=$DEV --port=1" "--dev $DEV --port 1" "-d$DEV -p1" "-d $DEV -p 1" "-d $DEV -i 1" "$DEV -p1" "--port=1 $DEV"; do
+	# shellcheck disable=SC2086 # $f is the options, split on purpose
+	"$T" gids $f > $W/forms.out 2>&1
+	rc=$?
+	check "gids $f: exit 0, the rows of gids $DEV:1 (got $rc)" sh -c '[ "$1" = 0 ] && cmp -s "$2" "$3"' _ $rc $W/forms.gids.ref $W/forms.out
+done
+"$T" doctor $G "${A[@]}" > $W/forms.doctor.ref 2>&1
+for f in "--dev=$DEV --port=1" "-d$DEV -p1" "-d $DEV -i1" "-p 1 -d $DEV"; do
+	# shellcheck disable=SC2086
+	"$T" doctor $G $f > $W/forms.out 2>&1
+	rc=$?
+	# The qkey counter may move between two runs: compare the statuses.
+	check "doctor $G $f: exit 0, the verdicts of doctor $G ${A[*]}" \
+		sh -c '[ "$1" = 0 ] && [ "$(awk "{print \$1, \$2}" "$2")" = "$(awk "{print \$1, \$2}" "$3")" ]' _ $rc $W/forms.doctor.ref $W/forms.out
+done
+
+# Bad usage: exit 2, three lines on stderr (what, the usage line, where
+# the help is), nothing on stdout.
 bad() { # bad NAME ARGS...
 	local name=$1 rc
 	shift
 	"$T" "$@" > $W/bad.$name.out 2> $W/bad.$name.err
 	rc=$?
-	check "bad usage $name ($*): exit 2 with a message on stderr and nothing on stdout (got $rc)" \
-		[ $rc = 2 -a -s $W/bad.$name.err -a ! -s $W/bad.$name.out ]
+	check "bad usage $name ($*): exit 2, a three-line hint on stderr, nothing on stdout (got $rc)" \
+		sh -c '[ "$1" = 2 ] && [ ! -s "$2" ] && [ $(wc -l < "$3") = 3 ] && sed -n 2p "$3" | grep -q "^usage: rsverbs" && tail -1 "$3" | grep -q "^Try .rsverbs.*--help. for more.$"' \
+		_ $rc $W/bad.$name.out $W/bad.$name.err
 }
 bad unicast doctor 10.0.0.1 "${A[@]}"
 bad link-local doctor fe80::1 "${A[@]}"
 bad words doctor not-a-group
 bad no-group doctor --dev $DEV
-bad unknown-dev doctor $G --dev nosuch0
-bad unknown-port doctor $G --dev $DEV --port 9
 bad unknown-option doctor $G --frob
-bad json-unknown-dev doctor $G --dev nosuch0 --json
-bad gids-unknown-dev gids nosuch0
+bad gids-unknown-option gids --frob
 bad gids-bad-port gids $DEV:x
+bad gids-twice gids $DEV --dev=$DEV
+bad dev-without-name doctor $G --dev=
+bad help-unknown help frob
 bad no-command
 bad non-utf8 gids "$(printf 'rxe\377')"
+
+# Runtime failures: exit 1, one line on stderr, no usage, nothing on stdout.
+runtime() { # runtime NAME WANT ARGS...: WANT is a grep -E of the line
+	local name=$1 want=$2 rc
+	shift 2
+	"$T" "$@" > $W/rt.$name.out 2> $W/rt.$name.err
+	rc=$?
+	check "runtime failure $name ($*): exit 1, one line on stderr, no usage (got $rc: $(head -1 $W/rt.$name.err))" \
+		sh -c '[ "$1" = 1 ] && [ ! -s "$2" ] && [ $(wc -l < "$3") = 1 ] && grep -Eq "$4" "$3"' _ $rc $W/rt.$name.out $W/rt.$name.err "$want"
+}
+runtime unknown-dev "^rsverbs: unknown device 'nosuch0' \(devices: .*$DEV" doctor $G --dev nosuch0
+runtime json-unknown-dev "^rsverbs: unknown device 'nosuch0'" doctor $G --dev nosuch0 --json
+runtime unknown-port "^rsverbs: $DEV has no port 9 \(ports 1..1\)$" doctor $G --dev $DEV --port 9
+runtime gids-unknown-dev "^rsverbs: unknown device 'nosuch0'" gids nosuch0
+runtime gids-unknown-dev-opt "^rsverbs: unknown device 'nosuch0'" gids -dnosuch0
+runtime gids-unknown-port "^rsverbs: $DEV has no port 9 " gids $DEV:9
+# No RDMA device at all: rdma-core lists a device only when its
+# /dev/infiniband node stat()s; a tmpfs over /dev/infiniband, in a mount
+# namespace of its own, hides every one from the command alone.
+nodev="^rsverbs: no RDMA devices; is the provider's module loaded\?$"
+if unshare -m true 2>/dev/null; then
+	for a in "gids" "gids $DEV" "doctor $G" "doctor $G --json -d$DEV"; do
+		# shellcheck disable=SC2086
+		unshare -m sh -c 'mount -t tmpfs none /dev/infiniband && exec "$@"' _ "$T" $a > $W/rt.nodev.out 2> $W/rt.nodev.err
+		rc=$?
+		check "no RDMA device: $a exits 1, one line on stderr, nothing on stdout (got $rc: $(head -1 $W/rt.nodev.err))" \
+			sh -c '[ "$1" = 1 ] && [ ! -s "$2" ] && [ $(wc -l < "$3") = 1 ] && grep -Eq "$4" "$3"' _ $rc $W/rt.nodev.out $W/rt.nodev.err "$nodev"
+	done
+else
+	echo "skip tool no-device: unshare -m is not available in this userland"
+fi
 
 # A device that exists but cannot be opened (docs/tool.md): rsverbs(1)
 # EXIT STATUS, 1 "a device could not be queried" (the parent commit exited
@@ -403,7 +491,6 @@ else
 	check "gids $DEV when /dev/infiniband/$uv cannot be opened: exit 1, ibv_open_device failed on stderr (got $rc)" \
 		sh -c '[ "$1" = 1 ] && grep -q "ibv_open_device failed" "$2"' _ $rc $W/unopenable.err
 fi
-check "rsverbs --help: exit 0, usage on stdout" sh -c "'$T' --help | grep -q '^usage: rsverbs gids'"
 
 restore
 check "restored: $ND's addresses, flags and rp_filter as the suite found them" \

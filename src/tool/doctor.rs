@@ -1,5 +1,7 @@
 //! `rsverbs doctor GROUP`: can this host receive GROUP on a RoCE port?
-//! Each check gives a status and, for a problem, the fix.
+//! Each check gives a status and, for a problem, the fix. On an InfiniBand
+//! port the RoCE checks say `skip` with the reason (they do not apply, or
+//! are not checked there yet); port, limits and qkey apply to both.
 
 use crate::ffi::{self, Device, LINK_LAYER_ETHERNET, PORT_ACTIVE};
 use crate::gids::{self, Port};
@@ -15,6 +17,9 @@ pub enum Status {
     Ok,
     Warn,
     Fail,
+    /// The check does not apply to the port, or cannot be made there yet
+    /// (InfiniBand); the detail says which and why. Not a failure.
+    Skip,
 }
 
 impl Status {
@@ -23,6 +28,7 @@ impl Status {
             Status::Ok => "ok",
             Status::Warn => "warn",
             Status::Fail => "FAIL",
+            Status::Skip => "skip",
         }
     }
 }
@@ -42,14 +48,22 @@ pub struct Verdict {
     pub dev: String,
     pub port: u8,
     pub netdev: Option<String>,
+    /// "Ethernet" (RoCE) or "InfiniBand".
+    pub link_layer: &'static str,
     /// The port's `qkey_viol_cntr`, when the device counts (BAD_QKEY_CNTR).
     pub qkey_viol: Option<u32>,
     pub checks: Vec<Check>,
 }
 
 impl Verdict {
+    /// No check failed: ready as far as checked (skipped checks aside).
     pub fn ready(&self) -> bool {
         self.checks.iter().all(|c| c.status != Status::Fail)
+    }
+
+    /// How many checks did not apply or could not be made.
+    pub fn skipped(&self) -> usize {
+        self.checks.iter().filter(|c| c.status == Status::Skip).count()
     }
 }
 
@@ -68,28 +82,65 @@ fn netdev_of(dev: &str, p: &Port) -> Option<String> {
         })
 }
 
-/// Every check for GROUP on one port.
-pub fn port_verdict(d: &Device, limits: &ffi::DeviceLimits, p: &Port, group: Group, given: &str) -> Verdict {
-    let netdev = netdev_of(&d.name, p);
+/// The checks of a RoCE port that say `skip` on an InfiniBand port, and why:
+/// "n/a" when the check does not apply there, "not checked" when it would,
+/// but this command does not make it yet.
+pub const IB_SKIPS: [(&str, &str); 5] = [
+    ("gid", "n/a on InfiniBand: the port GID is not an IP address, and RoCE GID types and netdev addresses do not apply"),
+    (
+        "mgid",
+        "not checked on InfiniBand yet: rdma_cm derives an IPv4 group's MGID from the IPoIB broadcast address and the P_Key (cma.c cma_set_mgid)",
+    ),
+    (
+        "membership",
+        "not checked on InfiniBand yet: the subnet manager admits members (rdma_cm join: an SA MCMemberRecord), which this command does not query",
+    ),
+    ("filter", "n/a on InfiniBand: no Ethernet MAC filter on the path of a datagram to a QP"),
+    ("rp_filter", "n/a on InfiniBand: the IP layer does not see datagrams received by a QP"),
+];
+
+/// Every check for GROUP on one port of device `dev`.
+pub fn port_verdict(dev: &str, limits: &ffi::DeviceLimits, p: &Port, group: Group, given: &str) -> Verdict {
+    let netdev = netdev_of(dev, p);
     let nd = netdev.clone().unwrap_or_else(|| "NETDEV".into());
     let mut checks = Vec::new();
 
     // Port state and link layer.
-    let ll = if p.info.link_layer == LINK_LAYER_ETHERNET { "Ethernet" } else { "InfiniBand" };
+    let roce = p.info.link_layer == LINK_LAYER_ETHERNET;
+    let ll = if roce { "Ethernet" } else { "InfiniBand" };
     let state = ffi::port_state_name(p.info.state);
     let nd_state = netdev.as_deref().map_or("?".to_string(), net::operstate);
     let detail = format!("{state}, link layer {ll}, {nd} operstate {nd_state}");
-    checks.push(if p.info.link_layer != LINK_LAYER_ETHERNET {
-        check("port", Status::Fail, format!("{detail}: doctor checks RoCE (Ethernet) ports; on InfiniBand the SM admits members (rdma_cm join)"), vec![])
-    } else if p.info.state != PORT_ACTIVE {
+    checks.push(if p.info.state == PORT_ACTIVE {
+        check("port", Status::Ok, detail, vec![])
+    } else if roce {
         check("port", Status::Fail, format!("{detail}: the port must be ACTIVE"), vec![format!("ip link set {nd} up")])
     } else {
-        check("port", Status::Ok, detail, vec![])
+        check(
+            "port",
+            Status::Fail,
+            format!("{detail}: the port must be ACTIVE (INIT: no subnet manager has configured it)"),
+            vec![format!("ibstat {dev} {}; for INIT, run a subnet manager (opensm) on the fabric", p.port)],
+        )
     });
+
+    if roce {
+        checks.extend(roce_checks(p, group, given, netdev.as_deref(), &nd));
+    } else {
+        checks.extend(IB_SKIPS.iter().map(|&(name, why)| check(name, Status::Skip, why.into(), vec![])));
+    }
+    checks.extend(device_checks(limits, p));
+    Verdict { dev: dev.to_string(), port: p.port, netdev, link_layer: ll, qkey_viol: limits.bad_qkey_cntr.then_some(p.info.qkey_viol_cntr), checks }
+}
+
+/// The checks of a RoCE (Ethernet) port: its GID, the MGID, the IP
+/// membership, the netdev's filter, rp_filter.
+fn roce_checks(p: &Port, group: Group, given: &str, netdev: Option<&str>, nd: &str) -> Vec<Check> {
+    let mut checks = Vec::new();
 
     // A GID of the default RoCE type, of the group's family, on the netdev.
     let want_v4 = matches!(group, Group::V4(_));
-    let ifindex = netdev.as_deref().map(ifindex_of).unwrap_or(0);
+    let ifindex = netdev.map(ifindex_of).unwrap_or(0);
     let fam = if want_v4 { "IPv4" } else { "IPv6" };
     let tname = type_name(p.default_type);
     let family = if want_v4 { Family::V4 } else { Family::V6 };
@@ -129,8 +180,8 @@ pub fn port_verdict(d: &Device, limits: &ffi::DeviceLimits, p: &Port, group: Gro
     // (ip_route_input → ip_check_mc_rcu; ip6_mc_input), and a switch
     // never hears a report.
     let (joined, file) = match group {
-        Group::V4(a) => (netdev.as_deref().is_some_and(|n| net::igmp_joined(&net::read("/proc/net/igmp"), n, a)), "/proc/net/igmp"),
-        Group::V6(o) => (netdev.as_deref().is_some_and(|n| net::igmp6_joined(&net::read("/proc/net/igmp6"), n, &o)), "/proc/net/igmp6"),
+        Group::V4(a) => (netdev.is_some_and(|n| net::igmp_joined(&net::read("/proc/net/igmp"), n, a)), "/proc/net/igmp"),
+        Group::V6(o) => (netdev.is_some_and(|n| net::igmp6_joined(&net::read("/proc/net/igmp6"), n, &o)), "/proc/net/igmp6"),
     };
     let gtext = group.text();
     checks.push(if joined {
@@ -145,10 +196,10 @@ pub fn port_verdict(d: &Device, limits: &ffi::DeviceLimits, p: &Port, group: Gro
     });
 
     // The netdev's multicast filter.
-    let flags = netdev.as_deref().map_or(0, net::flags);
+    let flags = netdev.map_or(0, net::flags);
     let mac = group.mac();
     let mtxt = net::mac_text(&mac);
-    let listed = netdev.as_deref().is_some_and(|n| net::mac_listed(&net::read("/proc/net/dev_mcast"), n, &mac));
+    let listed = netdev.is_some_and(|n| net::mac_listed(&net::read("/proc/net/dev_mcast"), n, &mac));
     let all = flags & (net::IFF_ALLMULTI | net::IFF_PROMISC) != 0;
     let mut fix = Vec::new();
     let mut why = Vec::new();
@@ -171,7 +222,7 @@ pub fn port_verdict(d: &Device, limits: &ffi::DeviceLimits, p: &Port, group: Gro
     checks.push(match group {
         Group::V6(_) => check("rp_filter", Status::Ok, "IPv6: no rp_filter".into(), vec![]),
         Group::V4(_) => {
-            let (a, dv) = net::rp_filter(&nd);
+            let (a, dv) = net::rp_filter(nd);
             let eff = a.max(dv);
             let d = format!("effective {eff} = max(all {a}, {nd} {dv})");
             if eff == 1 {
@@ -186,6 +237,12 @@ pub fn port_verdict(d: &Device, limits: &ffi::DeviceLimits, p: &Port, group: Gro
         }
     });
 
+    checks
+}
+
+/// The checks of both link layers: the device's limits, the port's Q_Key violations.
+fn device_checks(limits: &ffi::DeviceLimits, p: &Port) -> Vec<Check> {
+    let mut checks = Vec::new();
     // The device limits.
     let lim = format!(
         "max_mcast_grp {}, max_mcast_qp_attach {}, max_total_mcast_qp_attach {}",
@@ -201,7 +258,6 @@ pub fn port_verdict(d: &Device, limits: &ffi::DeviceLimits, p: &Port, group: Gro
     // differs from the one the sender put in (rxe_recv.c check_keys →
     // set_qkey_viol_cntr); per port, not per QP, and not per group.
     let n = p.info.qkey_viol_cntr;
-    let qkey_viol = limits.bad_qkey_cntr.then_some(n);
     checks.push(if !limits.bad_qkey_cntr {
         check("qkey", Status::Ok, format!("the device does not count Q_Key violations (no IBV_DEVICE_BAD_QKEY_CNTR; qkey_viol_cntr {n})"), vec![])
     } else if n == 0 {
@@ -220,7 +276,7 @@ pub fn port_verdict(d: &Device, limits: &ffi::DeviceLimits, p: &Port, group: Gro
         )
     });
 
-    Verdict { dev: d.name.clone(), port: p.port, netdev, qkey_viol, checks }
+    checks
 }
 
 fn ifindex_of(name: &str) -> u32 {
@@ -239,7 +295,7 @@ pub fn run(devs: &[Device], port: Option<u8>, group: Group, given: &str, json: b
                 continue;
             }
             if let Some(pt) = gids::read_port(d, p) {
-                verdicts.push(port_verdict(d, &limits, &pt, group, given));
+                verdicts.push(port_verdict(&d.name, &limits, &pt, group, given));
             }
         }
     }
@@ -263,7 +319,11 @@ fn print_text(verdicts: &[Verdict], group: Group, ready: bool) {
                 println!("        fix: {f}");
             }
         }
-        println!("  => {}", if v.ready() { "ready" } else { "not ready" });
+        let skipped = match v.skipped() {
+            0 => String::new(),
+            n => format!(" as far as checked ({n} checks skipped on {})", v.link_layer),
+        };
+        println!("  => {}", if v.ready() { format!("ready{skipped}") } else { "not ready".to_string() });
     }
     if verdicts.is_empty() {
         println!("no RDMA port to check");
@@ -291,11 +351,99 @@ fn to_json(verdicts: &[Verdict], group: Group, ready: bool) -> Json {
                 ("device", Json::str(v.dev.clone())),
                 ("port", Json::Num(i64::from(v.port))),
                 ("netdev", Json::opt(v.netdev.clone())),
+                ("link_layer", Json::str(v.link_layer)),
                 ("qkey_viol_cntr", v.qkey_viol.map_or(Json::Null, |n| Json::Num(i64::from(n)))),
                 ("ready", Json::Bool(v.ready())),
+                ("skipped", Json::Num(v.skipped() as i64)),
                 ("checks", Json::Arr(checks)),
             ])
         })
         .collect();
     Json::Obj(vec![("group", Json::str(group.text())), ("ready", Json::Bool(ready)), ("ports", Json::Arr(ports))])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ffi::{DeviceLimits, PortInfo};
+    use crate::table::{BY_ENTRY, Gid, Table};
+    use rsverbs::abi::{IBV_GID_TYPE_IB, IBV_GID_TYPE_ROCE_V2, IBV_LINK_LAYER_INFINIBAND};
+
+    const LIMITS: DeviceLimits =
+        DeviceLimits { max_mcast_grp: 8192, max_mcast_qp_attach: 56, max_total_mcast_qp_attach: 458752, phys_port_cnt: 1, bad_qkey_cntr: true };
+
+    /// A port with one GID at index 0; no netdev (ifindex 0), as on InfiniBand.
+    fn port(link_layer: u8, state: u32, qkey_viol_cntr: u32) -> Port {
+        let mut raw = [0u8; 16];
+        raw[0] = 0xfe;
+        raw[1] = 0x80;
+        raw[15] = 1;
+        let gid_type = if link_layer == LINK_LAYER_ETHERNET { IBV_GID_TYPE_ROCE_V2 } else { IBV_GID_TYPE_IB };
+        Port {
+            port: 1,
+            info: PortInfo { state, gid_tbl_len: 1, link_layer, qkey_viol_cntr },
+            table: Table { slots: vec![Slot::Gid(Gid { index: 0, raw, gid_type, ifindex: 0 })], route: BY_ENTRY },
+            default_type: IBV_GID_TYPE_ROCE_V2,
+            rdma_cm: Vec::new(),
+            perftest: None,
+        }
+    }
+
+    fn statuses(v: &Verdict) -> Vec<(&'static str, &'static str)> {
+        v.checks.iter().map(|c| (c.name, c.status.text())).collect()
+    }
+
+    /// A device name no machine has, so that netdev_of finds nothing in /sys.
+    const DEV: &str = "rsverbs-test-ib0";
+
+    #[test]
+    fn an_active_infiniband_port_fails_no_check_and_says_what_it_skips() {
+        let g = Group::parse("239.1.1.1").unwrap();
+        let v = port_verdict(DEV, &LIMITS, &port(IBV_LINK_LAYER_INFINIBAND, PORT_ACTIVE, 0), g, "239.1.1.1");
+        assert_eq!(
+            statuses(&v),
+            [("port", "ok"), ("gid", "skip"), ("mgid", "skip"), ("membership", "skip"), ("filter", "skip"), ("rp_filter", "skip"), ("limits", "ok"), ("qkey", "ok")]
+        );
+        assert!(v.ready());
+        assert_eq!(v.skipped(), 5);
+        assert_eq!(v.link_layer, "InfiniBand");
+        for c in v.checks.iter().filter(|c| c.status == Status::Skip) {
+            assert!(c.detail.starts_with("n/a on InfiniBand: ") || c.detail.starts_with("not checked on InfiniBand yet: "), "{}", c.detail);
+        }
+        assert!(v.checks[0].detail.starts_with("ACTIVE, link layer InfiniBand"), "{}", v.checks[0].detail);
+
+        let mut s = String::new();
+        to_json(&[v], g, true).write(&mut s);
+        assert!(s.contains(r#""link_layer":"InfiniBand","qkey_viol_cntr":0,"ready":true,"skipped":5,"checks":[{"name":"port","status":"ok""#), "{s}");
+        assert!(s.contains(r#"{"name":"gid","status":"skip","detail":"n/a on InfiniBand: "#), "{s}");
+    }
+
+    #[test]
+    fn infiniband_checks_that_apply_still_fail_or_warn() {
+        let g = Group::parse("ff0e::1:6").unwrap();
+        // INIT: no subnet manager; the fix says so.
+        let v = port_verdict(DEV, &LIMITS, &port(IBV_LINK_LAYER_INFINIBAND, 2, 0), g, "ff0e::1:6");
+        assert_eq!(v.checks[0].status.text(), "FAIL");
+        assert!(v.checks[0].fix[0].contains("opensm"), "{:?}", v.checks[0].fix);
+        assert!(!v.ready());
+        // Q_Key violations and a device without multicast count on InfiniBand too.
+        let none = DeviceLimits { max_mcast_grp: 0, ..LIMITS };
+        let v = port_verdict(DEV, &none, &port(IBV_LINK_LAYER_INFINIBAND, PORT_ACTIVE, 3), g, "ff0e::1:6");
+        assert_eq!(statuses(&v)[6..], [("limits", "FAIL"), ("qkey", "warn")]);
+        assert_eq!(v.qkey_viol, Some(3));
+        assert!(!v.ready());
+    }
+
+    #[test]
+    fn a_roce_port_skips_nothing() {
+        let g = Group::parse("239.1.1.1").unwrap();
+        let v = port_verdict(DEV, &LIMITS, &port(LINK_LAYER_ETHERNET, PORT_ACTIVE, 0), g, "239.1.1.1");
+        assert_eq!(v.skipped(), 0);
+        assert_eq!(v.link_layer, "Ethernet");
+        let names: Vec<&str> = v.checks.iter().map(|c| c.name).collect();
+        assert_eq!(names, ["port", "gid", "mgid", "membership", "filter", "rp_filter", "limits", "qkey"]);
+        // No netdev: no GID with an address, no membership; the port is not ready.
+        assert_eq!(v.checks[1].status.text(), "FAIL");
+        assert!(!v.ready());
+    }
 }
