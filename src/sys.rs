@@ -359,10 +359,14 @@ pub fn fcntl(fd: c_int, cmd: c_int, arg: c_int) -> Result<c_int, c_int> {
 /// raw, so not a cancellation point. True when it is.
 pub fn readable_within(fd: c_int, timeout_ms: u32) -> bool {
     let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-    let ts = libc::timespec { tv_sec: (timeout_ms / 1000) as _, tv_nsec: ((timeout_ms % 1000) * 1_000_000) as _ };
-    // SAFETY: p and ts outlive the call; a NULL signal mask makes the
-    // kernel ignore the fifth argument (fs/select.c `do_ppoll`).
-    let rc = unsafe { syscall4(libc::SYS_ppoll, &mut p as *mut libc::pollfd as usize, 1, &ts as *const libc::timespec as usize, 0) };
+    // Mutable: the kernel writes the time left back into it (fs/select.c
+    // `poll_select_finish` → `put_timespec64`), so it must not be handed
+    // over as a shared borrow's pointer.
+    let mut ts = libc::timespec { tv_sec: (timeout_ms / 1000) as _, tv_nsec: ((timeout_ms % 1000) * 1_000_000) as _ };
+    // SAFETY: p and ts outlive the call and are the kernel's to write; a
+    // NULL signal mask makes the kernel ignore the fifth argument
+    // (fs/select.c `do_ppoll`).
+    let rc = unsafe { syscall4(libc::SYS_ppoll, &mut p as *mut libc::pollfd as usize, 1, &mut ts as *mut libc::timespec as usize, 0) };
     rc > 0 && p.revents & libc::POLLIN != 0
 }
 

@@ -142,9 +142,21 @@ impl<H: Holder> Counts<H> {
         self.raw.forget_held(&|p| gone(&H::unpack(p)));
     }
 
-    /// The (netdev, group) that `h` holds, if any.
-    pub fn held_by(&self, h: impl Fn(&H) -> bool) -> Option<(u32, Mgid)> {
-        self.raw.held_by(&|p| h(&H::unpack(p)))
+    /// Whether (ifindex, mgid) is counted (used) and not held: its join
+    /// failed or was lost; the next call that touches it joins again.
+    pub fn unheld(&self, ifindex: u32, mgid: &Mgid) -> bool {
+        self.raw.groups.iter().any(|g| g.ifindex == ifindex && g.mgid == *mgid && g.held.is_none())
+    }
+
+    /// Whether `mgid` is counted and not held on some netdev.
+    pub fn any_unheld(&self, mgid: &Mgid) -> bool {
+        self.raw.groups.iter().any(|g| g.mgid == *mgid && g.held.is_none())
+    }
+
+    /// The holder of (ifindex, mgid), if it is joined.
+    #[cfg(test)]
+    pub fn holder(&self, ifindex: u32, mgid: &Mgid) -> Option<H> {
+        self.raw.groups.iter().find(|g| g.ifindex == ifindex && g.mgid == *mgid).and_then(|g| g.held).map(H::unpack)
     }
 
     /// The users of (ifindex, mgid).
@@ -250,9 +262,6 @@ impl Raw {
         }
     }
 
-    fn held_by(&self, h: &dyn Fn(Packed) -> bool) -> Option<(u32, Mgid)> {
-        self.groups.iter().find(|g| g.held.is_some_and(h)).map(|g| (g.ifindex, g.mgid))
-    }
 }
 
 /// The join state of an explicit membership (member.rs).
@@ -358,6 +367,11 @@ impl Members {
     /// room for it and gave `key`.
     pub fn add(&mut self, dev: DevName, port: u32, mgid: Mgid, kind: Kind, key: QpKey, how: How) {
         self.entries.push(Entry { dev, port, mgid, kind, users: 1, key, how });
+    }
+
+    /// How membership (dev, port, mgid, kind) is held, if it is.
+    pub fn how(&self, dev: &DevName, port: u32, mgid: &Mgid, kind: Kind) -> Option<How> {
+        self.at(dev, port, mgid, kind).map(|i| self.entries[i].how)
     }
 
     /// One leave; None when no such membership is held.

@@ -37,7 +37,7 @@
 //! [`super::counts::Members`], without syscalls.
 #![forbid(unsafe_code)]
 
-use super::counts::{Counts, DevName, How, Leave};
+use super::counts::{DevName, How, Leave};
 pub use super::counts::Kind;
 use super::{EXPLICIT, State, cm, fabric_mode, fabric_note, note, note_fabric};
 use crate::mgid::Mgid;
@@ -85,12 +85,45 @@ impl State {
     fn member_join(&mut self, ctx: &Context, dev: &Device, port: u32, eth: bool, mgid: Mgid, kind: Kind) -> Result<(), c_int> {
         let name = DevName::of(dev.name());
         let r = match self.members.join_again(&name, port, &mgid, kind) {
-            Some(true) => Ok(()),
+            Some(true) => self.member_join_again(&name, port, mgid, kind, || super::fabric_place(ctx, dev, port, &mgid, eth)),
             Some(false) => Err(libc::EOVERFLOW),
             None => self.member_first_join(ctx, dev, port, eth, mgid, kind),
         };
         note_member("join", dev, port, &mgid, kind, r.err().unwrap_or(0));
         r
+    }
+
+    /// A join of a membership held already (counted by the caller): its
+    /// fabric join, lost since (an error event such as `-ENETRESET`, a late
+    /// refusal, a DEVICE_REMOVAL, the fd gone: forgotten in the counts), is
+    /// made again at `place` (computed only then), and its failure is the
+    /// call's, the count taken back.
+    #[inline(never)]
+    fn member_join_again(
+        &mut self,
+        name: &DevName,
+        port: u32,
+        mgid: Mgid,
+        kind: Kind,
+        place: impl FnOnce() -> Option<Result<super::Place, u32>>,
+    ) -> Result<(), c_int> {
+        let flags = flags_of(kind);
+        if self.members.how(name, port, &mgid, kind) != Some(How::Fabric) || !self.chan.counts(flags).any_unheld(&mgid) {
+            return Ok(());
+        }
+        let Some(Ok((ifindex, bind, group))) = place() else { return Ok(()) };
+        if !self.chan.counts(flags).unheld(ifindex, &mgid) {
+            return Ok(());
+        }
+        let asked = cm::Asked { lid: None, qkey: None };
+        let w = cm::Want { ifindex, bind, group, mgid, asked, flags, wait_ms: EXPLICIT_WAIT_MS };
+        let r = self.chan.join(&w);
+        self.chan.report(fabric_note);
+        let Err((step, e)) = r else { return Ok(()) };
+        fabric_note(cm::Outcome::Failed { ifindex, mgid, step, errno: e });
+        // Not one more join: the count goes back.
+        let _ = self.members.leave(name, port, &mgid, kind);
+        Err(e)
     }
 
     /// The first join of a membership: what its port needs, by link layer
@@ -104,7 +137,7 @@ impl State {
         };
         let how = match place {
             Some(Ok((ifindex, bind, group))) => {
-                let flags = if kind == Kind::Full { cm::JOIN_FULL } else { cm::JOIN_SENDONLY };
+                let flags = flags_of(kind);
                 let asked = cm::Asked { lid: None, qkey: None };
                 let w = cm::Want { ifindex, bind, group, mgid, asked, flags, wait_ms: EXPLICIT_WAIT_MS };
                 self.member_fabric_join(key, kind, w)?
@@ -157,21 +190,17 @@ impl State {
     /// left pending; refused: left again and its errno returned.
     #[inline(never)]
     fn member_fabric_join(&mut self, key: QpKey, kind: Kind, w: cm::Want) -> Result<How, c_int> {
-        let (counts, chan) = self.fabric_of(kind);
-        let to_join = counts.attach(key, 0, &w.mgid, &[w.ifindex]).map_err(|_| libc::ENOMEM)?;
+        let to_join = self.chan.counts(w.flags).attach(key, 0, &w.mgid, &[w.ifindex]).map_err(|_| libc::ENOMEM)?;
         let mut failed = 0;
         for i in to_join {
             let want = cm::Want { ifindex: i, ..w };
-            let r = chan.join(counts, &want);
-            let refused = chan.refused(i, &w.mgid);
-            chan.report(fabric_note);
-            match (r, refused) {
-                (Ok(h), None) => counts.joined(i, &w.mgid, h),
-                (Ok(_), Some(e)) => failed = e,
-                (Err((step, e)), _) => {
-                    fabric_note(cm::Outcome::Failed { ifindex: i, mgid: w.mgid, step, errno: e });
-                    failed = e;
-                }
+            // Its own answer only (matched by handle): another
+            // membership's refusal read meanwhile is that one's.
+            let r = self.chan.join(&want);
+            self.chan.report(fabric_note);
+            if let Err((step, e)) = r {
+                fabric_note(cm::Outcome::Failed { ifindex: i, mgid: w.mgid, step, errno: e });
+                failed = e;
             }
         }
         if failed != 0 {
@@ -179,13 +208,6 @@ impl State {
             return Err(failed);
         }
         Ok(How::Fabric)
-    }
-
-    /// The fabric join's counts for memberships of `kind` (the send-only
-    /// ones apart), and the rdma_cm channel.
-    fn fabric_of(&mut self, kind: Kind) -> (&mut Counts<cm::Handle>, &mut cm::Channel) {
-        let counts = if kind == Kind::Full { &mut self.fabric } else { &mut self.fabric_sendonly };
-        (counts, &mut self.chan)
     }
 
     #[inline(never)]
@@ -215,17 +237,21 @@ impl State {
                 }
             }
             How::Fabric => {
-                let (counts, chan) = self.fabric_of(kind);
-                let to_leave = counts.detach(key, mgid).map_err(|_| libc::ENOMEM)?;
+                let to_leave = self.chan.counts(flags_of(kind)).detach(key, mgid).map_err(|_| libc::ENOMEM)?;
                 for (i, h) in to_leave {
-                    let r = chan.leave(counts, h).err().unwrap_or(0);
-                    chan.report(fabric_note);
+                    let r = self.chan.leave(h).err().unwrap_or(0);
+                    self.chan.report(fabric_note);
                     note_fabric("leave", "leave", i, mgid, r);
                 }
             }
         }
         Ok(())
     }
+}
+
+/// The rdma_cm join state of a membership of `kind`.
+fn flags_of(kind: Kind) -> u16 {
+    if kind == Kind::Full { cm::JOIN_FULL } else { cm::JOIN_SENDONLY }
 }
 
 /// `member join|leave dev=NAME port=N GROUP as=full|sendonly result=R`
@@ -243,4 +269,59 @@ fn note_member(what: &str, dev: &Device, port: u32, mgid: &Mgid, kind: Kind, rc:
         g.as_str(),
         crate::trace::format::Res(rc)
     ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::cm::fake::{self, Fake, event};
+    use super::super::counts::{Counts, Members};
+    use super::super::sock::Pool;
+    use super::*;
+
+    /// A LOGIC TEST OF THE LIBRARY, NOT OF THE KERNEL (cm.rs' stand-in
+    /// rdma_cm, a pipe): an explicit full membership whose fabric join is
+    /// lost (`-ENETRESET` after an SM client re-register, read by some
+    /// later call) is joined again by the next `rsverbs_mcast_join` of it;
+    /// one whose re-join is refused is not counted one more.
+    #[test]
+    fn a_lost_explicit_membership_joins_again_at_its_next_join() {
+        fake::install(Fake { answer: true, ..Fake::default() });
+        let mut st = State { counts: Counts::new(), pool: Pool::new(), chan: cm::Channel::new(), members: Members::new() };
+        let name = DevName::of("mlx5_0");
+        let mgid = Mgid([0xff, 0x12, 0x40, 0x1b, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0xe0, 0, 0, 9]);
+        let place = (3, cm::Addr::V4([192, 0, 2, 1]), cm::Addr::Ib(0, mgid.0));
+        let key = st.members.prepare().expect("room");
+        let asked = cm::Asked { lid: None, qkey: None };
+        let w = cm::Want { ifindex: 3, bind: place.1, group: place.2, mgid, asked, flags: cm::JOIN_FULL, wait_ms: 100 };
+        assert_eq!(st.member_fabric_join(key, Kind::Full, w), Ok(How::Fabric));
+        st.members.add(name, 1, mgid, Kind::Full, key, How::Fabric);
+        assert_eq!(st.chan.counts(cm::JOIN_FULL).holder(3, &mgid), Some(cm::Handle(0)));
+
+        fake::with(|f| f.queue_last(&event(crate::uverbs::cm::EVENT_MULTICAST_ERROR, 0, -libc::ENETRESET)));
+        st.chan.poll();
+        assert!(st.chan.counts(cm::JOIN_FULL).unheld(3, &mgid), "the loss is forgotten in the counts");
+
+        // The next join of it joins again (before: counted, nothing joined).
+        assert_eq!(st.members.join_again(&name, 1, &mgid, Kind::Full), Some(true));
+        assert_eq!(st.member_join_again(&name, 1, mgid, Kind::Full, || Some(Ok(place))), Ok(()));
+        assert_eq!(st.chan.counts(cm::JOIN_FULL).holder(3, &mgid), Some(cm::Handle(1)));
+        assert_eq!(fake::with(|f| f.sent(crate::uverbs::cm::CMD_JOIN_MCAST)), vec![0, 1]);
+        // A held one is not joined twice.
+        assert_eq!(st.members.join_again(&name, 1, &mgid, Kind::Full), Some(true));
+        assert_eq!(st.member_join_again(&name, 1, mgid, Kind::Full, || panic!("no place needed")), Ok(()));
+
+        // Lost again, and the SA refuses the re-join: the call fails and
+        // is not counted (three joins, three leaves end it).
+        fake::with(|f| {
+            f.queue_last(&event(crate::uverbs::cm::EVENT_MULTICAST_ERROR, 1, -libc::ENETRESET));
+            f.refuse = Some(-libc::EINVAL);
+        });
+        st.chan.poll();
+        assert_eq!(st.members.join_again(&name, 1, &mgid, Kind::Full), Some(true));
+        assert_eq!(st.member_join_again(&name, 1, mgid, Kind::Full, || Some(Ok(place))), Err(libc::EINVAL));
+        assert_eq!(st.members.leave(&name, 1, &mgid, Kind::Full), Some(Leave::Fewer));
+        assert_eq!(st.members.leave(&name, 1, &mgid, Kind::Full), Some(Leave::Fewer));
+        assert_eq!(st.members.leave(&name, 1, &mgid, Kind::Full), Some(Leave::Last(key, How::Fabric)));
+        fake::install(Fake::default());
+    }
 }

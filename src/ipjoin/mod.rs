@@ -110,12 +110,8 @@ fn parse(value: &[u8]) -> u8 {
 pub struct State {
     counts: Counts<Sock>,
     pool: Pool,
-    /// The fabric join's counts, per (bound netdev, group), and its
-    /// rdma_cm fd (cm.rs).
-    fabric: Counts<cm::Handle>,
-    /// The send-only fabric joins (member.rs), counted apart from the full
-    /// ones: a full join after a send-only one must still be made.
-    fabric_sendonly: Counts<cm::Handle>,
+    /// The fabric join's rdma_cm fd and its memberships, with their counts
+    /// per (bound netdev, group), full and send-only apart (cm.rs).
     chan: cm::Channel,
     /// The explicit memberships (member.rs).
     members: Members,
@@ -143,8 +139,6 @@ static STATE: Locked = Locked {
     state: UnsafeCell::new(State {
         counts: Counts::new(),
         pool: Pool::new(),
-        fabric: Counts::new(),
-        fabric_sendonly: Counts::new(),
         chan: cm::Channel::new(),
         members: Members::new(),
     }),
@@ -226,8 +220,6 @@ pub fn after_fork_in_child() {
     st.pool.close_ours();
     core::mem::forget(core::mem::replace(&mut st.counts, Counts::new()));
     st.chan.close_in_child();
-    core::mem::forget(core::mem::replace(&mut st.fabric, Counts::new()));
-    core::mem::forget(core::mem::replace(&mut st.fabric_sendonly, Counts::new()));
     core::mem::forget(core::mem::replace(&mut st.members, Members::new()));
     STATE.holder.store(0, Release);
 }
@@ -262,8 +254,6 @@ pub fn at_unload() {
     st.pool.close_ours();
     st.counts = Counts::new();
     st.chan.close();
-    st.fabric = Counts::new();
-    st.fabric_sendonly = Counts::new();
     st.members = Members::new();
 }
 
@@ -290,24 +280,31 @@ impl State {
     /// The fabric join's part of [`State::after_mcast`] (cm.rs,
     /// docs/fabric-join.md): join through rdma_cm after the first attach of
     /// a group on the port (per bound netdev), leave after its last detach.
+    /// A membership of the group that was lost (an error event, a
+    /// DEVICE_REMOVAL, the fd gone) and is still used is joined again at
+    /// any attach or detach of the group.
     #[inline(never)]
     fn fabric_after_mcast(&mut self, v: &McastView, q: Qp, mgid: Mgid, all_ports: bool) {
         let key = q.key;
-        let Ok(stale) = self.fabric.forget_stale(key, q.qpn) else { return no_memory() };
+        let Ok(stale) = self.chan.counts(cm::JOIN_FULL).forget_stale(key, q.qpn) else { return no_memory() };
         for (_, h) in stale {
-            let _ = self.chan.leave(&mut self.fabric, h);
+            let _ = self.chan.leave(h);
         }
+        let dup = v.attach && self.chan.counts(cm::JOIN_FULL).has(key, &mgid);
         if !v.attach {
-            let Ok(to_leave) = self.fabric.detach(key, &mgid) else { return no_memory() };
+            let Ok(to_leave) = self.chan.counts(cm::JOIN_FULL).detach(key, &mgid) else { return no_memory() };
             for (i, h) in to_leave {
-                let r = self.chan.leave(&mut self.fabric, h).err().unwrap_or(0);
+                let r = self.chan.leave(h).err().unwrap_or(0);
                 self.chan.report(fabric_note);
                 note_fabric("leave", "leave", i, &mgid, r);
             }
-            return;
         }
-        if self.fabric.has(key, &mgid) {
-            return; // a duplicate: one attachment in the kernel
+        self.chan.report(fabric_note);
+        // A detach, or a duplicate attach (one attachment in the kernel),
+        // joins only a lost membership of the group.
+        let again = !v.attach || dup;
+        if again && !self.chan.counts(cm::JOIN_FULL).any_unheld(&mgid) {
+            return;
         }
         let Some(ctx) = &v.ctx else { return };
         let Some(t) = fabric_target(ctx, q.key.handle, &mgid, all_ports) else { return };
@@ -316,14 +313,24 @@ impl State {
             Err(port) => return crate::trace::no_ipoib(ctx, port, &mgid),
         };
         let asked = cm::Asked { lid: Some(v.lid), qkey };
-        let Ok(to_join) = self.fabric.attach(key, q.qpn, &mgid, &[ifindex]) else { return no_memory() };
-        for i in to_join {
+        let one = [ifindex];
+        let attached;
+        let to_join: &[u32] = if again {
+            if !self.chan.counts(cm::JOIN_FULL).unheld(ifindex, &mgid) {
+                return;
+            }
+            &one
+        } else {
+            let Ok(j) = self.chan.counts(cm::JOIN_FULL).attach(key, q.qpn, &mgid, &[ifindex]) else { return no_memory() };
+            attached = j;
+            &attached
+        };
+        for &i in to_join {
             let want = cm::Want { ifindex: i, bind, group, mgid, asked, flags: cm::JOIN_FULL, wait_ms: cm::JOIN_WAIT_MS };
-            let r = self.chan.join(&mut self.fabric, &want);
+            let r = self.chan.join(&want);
             self.chan.report(fabric_note);
-            match r {
-                Ok(h) => self.fabric.joined(i, &mgid, h),
-                Err((step, e)) => fabric_note(cm::Outcome::Failed { ifindex: i, mgid, step, errno: e }),
+            if let Err((step, e)) = r {
+                fabric_note(cm::Outcome::Failed { ifindex: i, mgid, step, errno: e });
             }
         }
     }
@@ -441,8 +448,8 @@ fn fabric_note(o: cm::Outcome) {
         cm::Outcome::Failed { ifindex, mgid, step, errno } => {
             note_fabric("join", step, ifindex, &mgid, errno);
         }
-        cm::Outcome::Lost { ifindex, mgid, errno } => {
-            note_fabric("lost", "event", ifindex, &mgid, errno);
+        cm::Outcome::Lost { ifindex, mgid, step, errno } => {
+            note_fabric("lost", step, ifindex, &mgid, errno);
         }
     }
 }

@@ -38,9 +38,25 @@ pub const QUERY_ADDR: u32 = 0;
 /// `ucma_process_join`: any other value is EINVAL).
 pub const JOIN_FULL: u16 = 0;
 pub const JOIN_SENDONLY: u16 = 1;
-/// `RDMA_CM_EVENT_MULTICAST_JOIN` / `_ERROR` (include/rdma/rdma_cm.h).
+/// `RDMA_CM_EVENT_MULTICAST_JOIN` / `_ERROR` (include/rdma/rdma_cm.h):
+/// the only events about a membership. For these two alone the kernel puts
+/// the multicast's `id` (the handle JOIN_MCAST answered) and the join's
+/// `uid` in the event (ucma.c `ucma_create_uevent`: `uevent->mc =
+/// event->param.ud.private_data; resp.id = mc->id`); every other event
+/// carries the rdma_cm ID's own `id` and `uid` (`resp.id = ctx->id`), a
+/// number from another table (`ctx_table`, not `multicast_table`) that
+/// also starts at 0. So an event's `id` means a membership only when its
+/// type says so.
 pub const EVENT_MULTICAST_JOIN: u32 = 12;
 pub const EVENT_MULTICAST_ERROR: u32 = 13;
+/// `RDMA_CM_EVENT_DEVICE_REMOVAL`: the ID's device is gone (cma.c
+/// `cma_process_remove` → `cma_send_device_removal_put`), and with it
+/// every membership on the ID; `id` is the ID's.
+pub const EVENT_DEVICE_REMOVAL: u32 = 11;
+/// `RDMA_CM_EVENT_ADDR_CHANGE`: the bound netdev's address moved (a bond
+/// failover, cma.c `cma_netdev_callback`); `id` is the ID's, and no
+/// membership ended.
+pub const EVENT_ADDR_CHANGE: u32 = 14;
 /// `AF_IB` (include/linux/socket.h; not in every libc).
 pub const AF_IB: u16 = 27;
 
