@@ -22,6 +22,7 @@ gone() { ! held; }
 check "before: $ND has not joined $G" gone
 
 coproc RECV { exec "$B/mcast_recv" -d "$DEV" -n "$N" -t 60 "$G" 2>&1; }
+rpid=$RECV_PID # bash unsets RECV_PID once the coproc has ended
 exec {rout}<&"${RECV[0]}"
 ready=0
 while IFS= read -r -t 60 -u "$rout" line; do
@@ -37,7 +38,7 @@ check "mcast_send exits 0 ($(tail -1 "$W/send.out"))" test "$src" = 0
 check "mcast_send sent $N of $N" grep -qx "mcast_send: sent $N of $N to $G from GID index [0-9]*, Q_Key 0x1234567" "$W/send.out"
 
 cat <&"$rout" >> "$W/recv.out"
-wait "$RECV_PID"
+wait "$rpid"
 rrc=$?
 check "mcast_recv exits 0 (status $rrc)" test "$rrc" = 0
 check "mcast_recv received $N of $N" grep -qx "mcast_recv: received $N of $N" "$W/recv.out"
