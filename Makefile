@@ -197,29 +197,23 @@ tool: $(TOOL)
 $(TOOL_BIN): $(LIB_SRCS) $(wildcard src/tool/*) Cargo.toml
 	$(CARGO_LINK) build --release --locked --manifest-path src/tool/Cargo.toml --target-dir target/tool $(CARGO_ARCH)
 
-# The safe Rust API's example (examples/attach.rs, docs/rust.md): the crate
-# as an rlib in cargo's own target/, linked with libibverbs; ctest/vm/rust.sh
-# runs it in the guest.
+# The safe Rust API's examples (docs/rust.md): examples/attach.rs (attach,
+# drop, what the kernel says) and examples/receiver.rs (a receiver that
+# stores its attachments beside its QP), the crate as an rlib in cargo's own
+# target/, linked with libibverbs; ctest/vm/rust.sh runs both in the guest.
+# ctest/consumer builds receiver.rs again as a dependent crate (ctest/crate.sh).
 EXAMPLE     := $(BUILD)/examples/attach
-example: $(EXAMPLE)
-
-$(EXAMPLE): $(LIB_SRCS) examples/attach.rs Cargo.toml Cargo.lock
-	$(CARGO_LINK) build --release --locked --example attach $(CARGO_ARCH)
-	mkdir -p $(BUILD)/examples
-	cp $(EXAMPLE_BIN) $@.tmp
-	mv $@.tmp $@
-
-# A dependent crate (ctest/consumer, docs/rust.md): a receiver that stores its
-# QP and attachments in one struct; ctest/vm/rust.sh runs it too.
 RECEIVER    := $(BUILD)/examples/receiver
-RECEIVER_BIN := target/consumer/$(if $(RUST_TARGET),$(RUST_TARGET)/)release/receiver
-example: $(RECEIVER)
+RECEIVER_BIN := $(dir $(EXAMPLE_BIN))receiver
+example: $(EXAMPLE) $(RECEIVER)
 
-$(RECEIVER): $(LIB_SRCS) $(wildcard ctest/consumer/src/*) ctest/consumer/Cargo.toml Cargo.toml
-	$(CARGO_LINK) build --release --locked --manifest-path ctest/consumer/Cargo.toml --target-dir target/consumer $(CARGO_ARCH)
+$(EXAMPLE) $(RECEIVER) &: $(LIB_SRCS) examples/attach.rs examples/receiver.rs examples/common/mod.rs Cargo.toml Cargo.lock
+	$(CARGO_LINK) build --release --locked --example attach --example receiver $(CARGO_ARCH)
 	mkdir -p $(BUILD)/examples
-	cp $(RECEIVER_BIN) $@.tmp
-	mv $@.tmp $@
+	cp $(EXAMPLE_BIN) $(EXAMPLE).tmp
+	mv $(EXAMPLE).tmp $(EXAMPLE)
+	cp $(RECEIVER_BIN) $(RECEIVER).tmp
+	mv $(RECEIVER).tmp $(RECEIVER)
 
 # The C examples (examples/c/, the README's receiver done right and a sender
 # with a send-only membership): built with the uninstalled rsverbs.pc, as a

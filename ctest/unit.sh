@@ -19,5 +19,9 @@ while IFS= read -r line; do
 done < <(grep -E '^test .* \.\.\. ' "$out")
 grep -q '^test result: ok' "$out" && ! grep -q '^test result: FAILED' "$out" || fail "cargo test did not finish cleanly"
 grep -q '^test cli::tests::' "$out" || fail "the rsverbs command's tests (src/tool) did not run"
+# The crate's front page (src/lib.rs, what docs.rs would show first): its
+# no_run example is compiled and linked as a doctest ("... - compile").
+grep -qE '^test src/lib\.rs - \(line [0-9]+\)( - compile)? \.\.\. ok' "$out" ||
+  fail "the crate's front-page example (src/lib.rs) was not built as a doctest"
 rm -f "$out"
 finish

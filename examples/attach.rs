@@ -13,8 +13,9 @@
 //! purpose (`std::mem::forget`) is detached by rdma-core with 0.
 //! Prints one line per step; exits 1 when a step differs, 2 without a device.
 
-use rsverbs::safe::{Context, Qp};
+use rsverbs::safe::{Context, GidEntry, GidType, Qp, mgid_for_group};
 use std::ffi::c_void;
+use std::net::{IpAddr, Ipv4Addr};
 use std::process::exit;
 
 mod common;
@@ -45,8 +46,6 @@ fn main() {
 unsafe fn run(raw_ctx: *mut c_void, raw_qp: *mut c_void, dev: &str, wait: bool) -> bool {
     // SAFETY: live until main destroys them, after run.
     let (ctx, qp) = unsafe { (Context::from_raw(raw_ctx).expect("non-NULL"), Qp::from_raw(raw_qp).expect("non-NULL")) };
-    let group: [u8; 16] = "ff0e::ffff:ef05:0701".parse::<std::net::Ipv6Addr>().expect("an IPv6 address").octets();
-    let other: [u8; 16] = "ff0e::ffff:ef05:0702".parse::<std::net::Ipv6Addr>().expect("an IPv6 address").octets();
     let mut failed = false;
     let mut step = |ok: bool, what: String| {
         println!("attach: {} {what}", if ok { "ok" } else { "WRONG" });
@@ -54,10 +53,18 @@ unsafe fn run(raw_ctx: *mut c_void, raw_qp: *mut c_void, dev: &str, wait: bool) 
     };
     let errno = || std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
 
+    // The groups 239.5.7.1 and .2, as the MGIDs rdma_cm uses for the type of
+    // perftest's source GID (::ffff:239.5.7.1 on RoCE v2).
+    let mut gid_type = GidType::RoceV2;
     match (ctx.gid_table(), ctx.gid_index_perftest(1)) {
-        (Ok(t), Ok(i)) => step(!t.is_empty(), format!("{dev}: {} GID entries; perftest's index on port 1: {i}", t.len())),
+        (Ok(t), Ok(i)) => {
+            gid_type = t.iter().find(|e| e.port == 1 && e.index == i).and_then(GidEntry::kind).unwrap_or(gid_type);
+            step(!t.is_empty(), format!("{dev}: {} GID entries; perftest's index on port 1: {i} ({gid_type:?})", t.len()));
+        }
         (t, i) => step(false, format!("{dev}: gid_table {:?}, gid_index_perftest {:?}", t.map(|t| t.len()), i)),
     }
+    let mgid = |d: u8| mgid_for_group(IpAddr::V4(Ipv4Addr::new(239, 5, 7, d)), gid_type).expect("a multicast group");
+    let (group, other) = (mgid(1), mgid(2));
 
     match qp.attach(&group, 0) {
         Ok(member) => {

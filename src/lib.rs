@@ -12,7 +12,46 @@
 //!   and [`safe::Context::gid_index_find`] choose a GID index;
 //! - [`safe::Context::join`] makes the process a full or send-only member
 //!   of a group without a QP (a sender's membership); the
-//!   [`safe::Membership`] it returns leaves when dropped.
+//!   [`safe::Membership`] it returns leaves when dropped;
+//! - [`safe::mgid_for_group`] is the MGID of an IPv4 or IPv6 group for a
+//!   [`safe::GidType`] (RoCE v2, RoCE v1, InfiniBand), the one rdma_cm
+//!   attaches, and [`safe::Context::gid_type`] the type of a GID index.
+//!
+//! ```no_run
+//! use rsverbs::safe::{Attachment, Context, Qp, mgid_for_group};
+//! use std::ffi::c_void;
+//!
+//! /// Attaches a UD QP to the group 239.1.1.1, under the MGID that rdma_cm
+//! /// uses for the type of the source GID perftest would pick (RoCE v2
+//! /// where the port has both: `::ffff:239.1.1.1`, not v1's
+//! /// `ff0e::ffff:239.1.1.1`).
+//! ///
+//! /// `raw_ctx` and `raw_qp` are the `struct ibv_context *` and
+//! /// `struct ibv_qp *` of any binding (sideway's `DeviceContext::context()`
+//! /// and `QueuePair::qp()`, rrddmma's `as_raw()`, rdma-sys, ...).
+//! ///
+//! /// # Safety
+//! /// Both are live, and the QP stays live as long as the attachment.
+//! unsafe fn join<'q>(raw_ctx: *mut c_void, raw_qp: *mut c_void) -> std::io::Result<Attachment<'q>> {
+//!     // SAFETY: the caller's promise.
+//!     let (ctx, qp) = unsafe { (Context::from_raw(raw_ctx), Qp::<'q>::from_raw(raw_qp)) };
+//!     let (ctx, qp) = (ctx.expect("a context"), qp.expect("a QP"));
+//!     let sgid_index = ctx.gid_index_perftest(1)?; // or gid_index_rdma_cm, gid_index_find
+//!     let mgid = mgid_for_group("239.1.1.1".parse().unwrap(), ctx.gid_type(1, sgid_index)?)?;
+//!     qp.attach(&mgid, 0) // ibv_attach_mcast
+//! }
+//!
+//! # let (raw_ctx, raw_qp) = (std::ptr::null_mut(), std::ptr::null_mut());
+//! // SAFETY: raw_ctx and raw_qp from the binding, live meanwhile.
+//! let member = unsafe { join(raw_ctx, raw_qp) }?;
+//! // ... post receives: the group's datagrams arrive on the QP ...
+//! member.detach()?; // ibv_detach_mcast; dropping it does the same
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! A whole program: examples/receiver.rs in the repository (`make example`
+//! builds it), a receiver that keeps its attachments beside its QP in one
+//! struct, so that they are detached before the QP is destroyed.
 //!
 //! The verbs run directly on the kernel's uverbs device, with the same
 //! results and `errno` as rdma-core's `ibv_attach_mcast`,

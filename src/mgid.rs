@@ -1,14 +1,24 @@
 //! Multicast GIDs: the one place that knows a v4-mapped GID, the kernel's
-//! multicast test and an MGID's scope. Used by the trace, the IP-level join
-//! and the `rsverbs` command.
+//! multicast test, an MGID's scope, and the MGID rdma_cm builds for an IP
+//! group ([`Mgid::for_group`]). Used by the trace, the IP-level join, the
+//! safe API (`safe::mgid_for_group`) and the `rsverbs` command.
 #![forbid(unsafe_code)]
 
+use crate::abi::{IBV_GID_TYPE_IB, IBV_GID_TYPE_ROCE_V1, IBV_GID_TYPE_ROCE_V2};
 use core::fmt;
-use core::net::Ipv4Addr;
+use core::net::{IpAddr, Ipv4Addr};
 
 /// A GID as the kernel carries it: 16 bytes in network order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Mgid(pub [u8; 16]);
+
+/// The first six bytes of rdma_cm's InfiniBand MGID of an IPv4 group
+/// (`ip_ib_mc_map` from byte 4 of the map): `0xff`, `0x10 | scope` (2,
+/// link-local, the default IPoIB broadcast's), `0x40` with `0x01` in place
+/// of `0x1b` (`RDMA_PS_UDP`), the default partition's P_Key.
+const IB_PREFIX_V4: [u8; 6] = [0xff, 0x12, 0x40, 0x01, 0xff, 0xff];
+/// The same for an IPv6 group (`ipv6_ib_mc_map`: signature `0x60`).
+const IB_PREFIX_V6: [u8; 6] = [0xff, 0x12, 0x60, 0x01, 0xff, 0xff];
 
 /// The IPv4 address of a v4-mapped GID (`::ffff:a.b.c.d`, RFC 4291 §2.5.5.2).
 pub fn v4_mapped(gid: &[u8; 16]) -> Option<Ipv4Addr> {
@@ -16,6 +26,59 @@ pub fn v4_mapped(gid: &[u8; 16]) -> Option<Ipv4Addr> {
 }
 
 impl Mgid {
+    /// The MGID the kernel's rdma_cm attaches a UD QP to for the IP group
+    /// `group` on a port whose GID type is `gid_type` (`IBV_GID_TYPE_*`),
+    /// byte for byte (drivers/infiniband/core/cma.c):
+    ///
+    /// - RoCE (`cma_iboe_set_mgid`): an IPv6 group as it is; an IPv4 group
+    ///   `a.b.c.d` as `::ffff:a.b.c.d` on RoCE v2 (`IB_GID_TYPE_ROCE_UDP_ENCAP`)
+    ///   and `ff0e::ffff:a.b.c.d` on RoCE v1 (kernels older than RoCE v2's
+    ///   multicast support built the v1 form on every port);
+    /// - InfiniBand (`cma_set_mgid`, for an ID in the `RDMA_PS_UDP` port
+    ///   space, as mckey and most UD programs create it, on the default
+    ///   partition): IPv4 `ff12:4001:ffff::` and the group's low 28 bits
+    ///   (`ip_ib_mc_map`: scope 2 and P_Key 0xffff from IPoIB's default
+    ///   broadcast address `ff12:401b:ffff::ffff:ffff`, bytes 2 and 3
+    ///   `0x4001`, "Use RDMA CM signature"); IPv6 `ff12:6001:ffff:` and the
+    ///   group's last 10 bytes (`ipv6_ib_mc_map`); an IPv6 group that is
+    ///   already an SA-assigned MGID (`ff1x:a01b::/32`) as it is.
+    ///
+    /// None for a group that is not multicast (`224.0.0.0/4`, `ff00::/8`),
+    /// and for an unknown GID type.
+    pub fn for_group(group: IpAddr, gid_type: u32) -> Option<Mgid> {
+        let mut m = [0u8; 16];
+        match (group, gid_type) {
+            (IpAddr::V4(a), _) if !a.is_multicast() => return None,
+            (IpAddr::V6(a), _) if !a.is_multicast() => return None,
+            (IpAddr::V6(a), IBV_GID_TYPE_ROCE_V1 | IBV_GID_TYPE_ROCE_V2) => m = a.octets(),
+            (IpAddr::V4(a), IBV_GID_TYPE_ROCE_V1 | IBV_GID_TYPE_ROCE_V2) => {
+                if gid_type == IBV_GID_TYPE_ROCE_V1 {
+                    m[..2].copy_from_slice(&[0xff, 0x0e]);
+                }
+                m[10..12].copy_from_slice(&[0xff, 0xff]);
+                m[12..].copy_from_slice(&a.octets());
+            }
+            (IpAddr::V6(a), IBV_GID_TYPE_IB) => {
+                let o = a.octets();
+                // cma_set_mgid: (s6_addr32[0] in host order & 0xFFF0FFFF) ==
+                // 0xFF10A01B, compared here byte by byte.
+                if o[0] == 0xff && o[1] & 0xf0 == 0x10 && o[2..4] == [0xa0, 0x1b] {
+                    m = o;
+                } else {
+                    m[..6].copy_from_slice(&IB_PREFIX_V6);
+                    m[6..].copy_from_slice(&o[6..]);
+                }
+            }
+            (IpAddr::V4(a), IBV_GID_TYPE_IB) => {
+                m[..6].copy_from_slice(&IB_PREFIX_V4);
+                m[12..].copy_from_slice(&a.octets());
+                m[12] &= 0x0f;
+            }
+            _ => return None,
+        }
+        Some(Mgid(m))
+    }
+
     /// The IPv4 address, when the GID is v4-mapped.
     pub fn v4(&self) -> Option<Ipv4Addr> {
         v4_mapped(&self.0)
@@ -245,6 +308,61 @@ mod tests {
         assert_eq!(gid("::ffff:192.0.2.1").v4_group(), None);
         assert_eq!(gid("::ffff:192.0.2.1").v4(), Some(Ipv4Addr::new(192, 0, 2, 1)));
         assert_eq!(gid("ff0e::1:2").v4_group(), None);
+    }
+
+    fn for_group(group: &str, gid_type: u32) -> Option<[u8; 16]> {
+        Mgid::for_group(group.parse().expect("test address"), gid_type).map(|m| m.0)
+    }
+
+    /// Every form, as the bytes the kernel builds, written out in network
+    /// order (no integer conversion that depends on the host's byte order);
+    /// then the same checked through `u128::from_be_bytes` against the
+    /// address as written, which means the same on either byte order.
+    #[test]
+    fn rdma_cms_mgid_for_a_group() {
+        let (ib, v1, v2) = (IBV_GID_TYPE_IB, IBV_GID_TYPE_ROCE_V1, IBV_GID_TYPE_ROCE_V2);
+        // cma_iboe_set_mgid, IPv4: ::ffff:a.b.c.d on v2, ff0e::ffff:a.b.c.d on v1.
+        assert_eq!(for_group("239.1.1.1", v2), Some([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 239, 1, 1, 1]));
+        assert_eq!(for_group("239.1.1.1", v1), Some([0xff, 0x0e, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 239, 1, 1, 1]));
+        // IPv6 on RoCE: the address itself, v1 and v2.
+        let v6 = [0xff, 0x0e, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01, 0x02, 0x03];
+        assert_eq!(for_group("ff0e::1:203", v2), Some(v6));
+        assert_eq!(for_group("ff0e::1:203", v1), Some(v6));
+        // cma_set_mgid, IPv4 (ip_ib_mc_map, RDMA_PS_UDP): the top nibble of
+        // the address is dropped (239 = 0xef: 0x0f).
+        assert_eq!(for_group("239.1.1.1", ib), Some([0xff, 0x12, 0x40, 0x01, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0x0f, 1, 1, 1]));
+        assert_eq!(for_group("224.0.0.1", ib), Some([0xff, 0x12, 0x40, 0x01, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]));
+        // IPv6 (ipv6_ib_mc_map): the prefix, then the group's bytes 6 to 15.
+        let g = "ff0e:1:2:3:4:5:6:7";
+        assert_eq!(for_group(g, ib), Some([0xff, 0x12, 0x60, 0x01, 0xff, 0xff, 0, 3, 0, 4, 0, 5, 0, 6, 0, 7]));
+        // An SA-assigned MGID (ff1x:a01b::/32) is the MGID itself.
+        let sa = "ff15:a01b:ffff::1";
+        assert_eq!(for_group(sa, ib), Some(sa.parse::<core::net::Ipv6Addr>().expect("address").octets()));
+        assert_ne!(for_group("ff15:a01c:ffff::1", ib), for_group("ff15:a01c:ffff::1", v2));
+
+        let be = |g: &str, t| for_group(g, t).map(u128::from_be_bytes);
+        assert_eq!(be("239.1.1.1", v2), Some(0x0000_0000_0000_0000_0000_ffff_ef01_0101));
+        assert_eq!(be("239.1.1.1", v1), Some(0xff0e_0000_0000_0000_0000_ffff_ef01_0101));
+        assert_eq!(be("239.1.1.1", ib), Some(0xff12_4001_ffff_0000_0000_0000_0f01_0101));
+        for (t, text) in [(v2, "::ffff:239.1.2.3"), (v1, "ff0e::ffff:ef01:203"), (ib, "ff12:4001:ffff::f01:203")] {
+            let m = Mgid::for_group("239.1.2.3".parse().expect("address"), t).expect("multicast");
+            assert_eq!(Ip6(m.0).to_string(), text);
+            assert_eq!(m.0, text.parse::<core::net::Ipv6Addr>().expect("address").octets());
+        }
+        // What the trace and the command read back: the group, on RoCE.
+        let m = Mgid::for_group("239.1.2.3".parse().expect("address"), v2).expect("multicast");
+        assert_eq!(m.v4_group(), Some(Ipv4Addr::new(239, 1, 2, 3)));
+    }
+
+    #[test]
+    fn no_mgid_for_what_is_not_a_group() {
+        for t in [IBV_GID_TYPE_IB, IBV_GID_TYPE_ROCE_V1, IBV_GID_TYPE_ROCE_V2] {
+            for g in ["192.0.2.1", "0.0.0.0", "255.255.255.255", "::", "fe80::1", "::ffff:239.1.1.1", "2001:db8::1"] {
+                assert_eq!(for_group(g, t), None, "{g} type {t}");
+            }
+        }
+        assert_eq!(for_group("239.1.1.1", 3), None);
+        assert_eq!(for_group("ff0e::1", 7), None);
     }
 
     #[test]

@@ -16,10 +16,11 @@
 
 #![deny(missing_docs)]
 
-use crate::abi::{ibv_context, ibv_gid, ibv_gid_entry, ibv_qp};
+use crate::abi::{IBV_GID_TYPE_IB, IBV_GID_TYPE_ROCE_V1, IBV_GID_TYPE_ROCE_V2, ibv_context, ibv_gid, ibv_gid_entry, ibv_qp};
 use crate::capi::member::{RSVERBS_MCAST_FULLMEMBER, RSVERBS_MCAST_SENDONLY_FULLMEMBER, rsverbs_mcast_join, rsverbs_mcast_leave};
 use crate::capi::{rsverbs_attach_mcast, rsverbs_detach_mcast, rsverbs_query_gid_table};
 use crate::gid::{TABLE_MAX, table_buffer};
+use crate::mgid::Mgid;
 use crate::select::Port;
 pub use crate::select::rules::{Family, Filter, NO_VLAN};
 use core::fmt::{self, Write as _};
@@ -74,8 +75,9 @@ impl<'a> Qp<'a> {
     /// # let raw_qp: *mut u8 = std::ptr::null_mut();
     /// use rsverbs::safe::Qp;
     /// let qp = unsafe { Qp::from_raw(raw_qp) }.expect("a QP");
-    /// let group: std::net::Ipv6Addr = "ff0e::ffff:ef01:0101".parse().unwrap();
-    /// let member = qp.attach(&group.octets(), 0)?;
+    /// // The group's MGID for the source GID's type (mgid_for_group).
+    /// let mgid = rsverbs::safe::mgid_for_group("239.1.1.1".parse().unwrap(), rsverbs::safe::GidType::RoceV2)?;
+    /// let member = qp.attach(&mgid, 0)?;
     /// // ... receive the group's datagrams ...
     /// member.detach()?; // or let it drop
     /// # Ok::<(), std::io::Error>(())
@@ -290,6 +292,88 @@ pub struct GidEntry {
     pub ifindex: u32,
 }
 
+impl GidEntry {
+    /// The entry's [`GidType`]; None for a type this crate does not know.
+    pub fn kind(&self) -> Option<GidType> {
+        GidType::from_raw(self.gid_type)
+    }
+}
+
+/// The type of a GID table entry (`enum ibv_gid_type`): what decides the
+/// MGID of an IP group ([`mgid_for_group`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GidType {
+    /// `IBV_GID_TYPE_IB` (0): an InfiniBand port.
+    Ib,
+    /// `IBV_GID_TYPE_ROCE_V1` (1): RoCE over Ethernet (EtherType 0x8915).
+    RoceV1,
+    /// `IBV_GID_TYPE_ROCE_V2` (2): RoCE over UDP/IP, what rdma_cm and
+    /// perftest prefer where a port has both.
+    RoceV2,
+}
+
+impl GidType {
+    /// The type of `struct ibv_gid_entry`'s `gid_type` (and
+    /// [`GidEntry::gid_type`]); None for an unknown value.
+    pub fn from_raw(gid_type: u32) -> Option<GidType> {
+        match gid_type {
+            IBV_GID_TYPE_IB => Some(GidType::Ib),
+            IBV_GID_TYPE_ROCE_V1 => Some(GidType::RoceV1),
+            IBV_GID_TYPE_ROCE_V2 => Some(GidType::RoceV2),
+            _ => None,
+        }
+    }
+
+    /// The `IBV_GID_TYPE_*` value.
+    pub fn to_raw(self) -> u32 {
+        match self {
+            GidType::Ib => IBV_GID_TYPE_IB,
+            GidType::RoceV1 => IBV_GID_TYPE_ROCE_V1,
+            GidType::RoceV2 => IBV_GID_TYPE_ROCE_V2,
+        }
+    }
+}
+
+/// The multicast GID of the IP group `group` for a QP whose source GID is
+/// of type `gid_type`: what the kernel's rdma_cm attaches for
+/// `rdma_join_multicast`, so that a program that attaches with
+/// [`Qp::attach`] meets rdma_cm's programs (mckey, and rsverbs' own IP
+/// join) in the same group. 16 bytes in network order, for
+/// [`Qp::attach`] and [`Context::join`]:
+///
+/// | group | [`GidType::RoceV2`] | [`GidType::RoceV1`] | [`GidType::Ib`] |
+/// |---|---|---|---|
+/// | `239.1.1.1` | `::ffff:239.1.1.1` | `ff0e::ffff:ef01:101` | `ff12:4001:ffff::f01:101` |
+/// | `ff0e::1:203` | `ff0e::1:203` | `ff0e::1:203` | `ff12:6001:ffff::1:203` |
+///
+/// On RoCE (drivers/infiniband/core/cma.c `cma_iboe_set_mgid`) an IPv6
+/// group is its own MGID and an IPv4 group is v4-mapped, with the `ff0e`
+/// prefix on RoCE v1 only. On InfiniBand (`cma_set_mgid`) it is the form
+/// rdma_cm gives an ID in the `RDMA_PS_UDP` port space (mckey's, and most
+/// UD programs') on the default partition (P_Key 0xffff, link-local scope,
+/// from IPoIB's default broadcast address); an IPv6 group that is already
+/// an SA-assigned MGID (`ff1x:a01b::/32`) is used as it is. IPoIB's own
+/// groups (`RDMA_PS_IPOIB`, signature `401b`) and other partitions differ:
+/// build those MGIDs from the partition's broadcast address.
+///
+/// `EINVAL` when `group` is not a multicast address (`224.0.0.0/4`,
+/// `ff00::/8`).
+///
+/// ```
+/// use rsverbs::safe::{GidType, mgid_for_group};
+/// use std::net::{IpAddr, Ipv6Addr};
+/// let group: IpAddr = "239.1.1.1".parse().unwrap();
+/// let v2 = mgid_for_group(group, GidType::RoceV2)?;
+/// assert_eq!(Ipv6Addr::from(v2), "::ffff:239.1.1.1".parse::<Ipv6Addr>().unwrap());
+/// let v1 = mgid_for_group(group, GidType::RoceV1)?;
+/// assert_eq!(Ipv6Addr::from(v1), "ff0e::ffff:239.1.1.1".parse::<Ipv6Addr>().unwrap());
+/// assert!(mgid_for_group("192.0.2.1".parse().unwrap(), GidType::RoceV2).is_err());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn mgid_for_group(group: IpAddr, gid_type: GidType) -> io::Result<[u8; 16]> {
+    Mgid::for_group(group, gid_type.to_raw()).map(|m| m.0).ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
 
 impl<'a> Context<'a> {
     /// Borrows a `struct ibv_context *` from rdma-core (`ibv_open_device`,
@@ -326,6 +410,17 @@ impl<'a> Context<'a> {
     /// any) of RoCE port `port` (docs/gid-select.md).
     pub fn gid_index_rdma_cm(&self, port: u8, ip: IpAddr, ifindex: Option<u32>) -> io::Result<u32> {
         self.port(port)?.rdma_cm(ip, ifindex).map_err(|e| io::Error::from_raw_os_error(e.code))
+    }
+
+    /// The type of GID index `index` on `port` (from
+    /// [`Context::gid_table`]): the [`GidType`] that
+    /// [`mgid_for_group`] needs for a QP whose source GID is that index.
+    /// `ENODATA` for an empty entry, as `ibv_query_gid_ex` answers;
+    /// `EPROTONOSUPPORT` for a type this crate does not know.
+    pub fn gid_type(&self, port: u8, index: u32) -> io::Result<GidType> {
+        let table = self.gid_table()?;
+        let e = table.iter().find(|e| e.port == u32::from(port) && e.index == index).ok_or_else(|| io::Error::from_raw_os_error(libc::ENODATA))?;
+        e.kind().ok_or_else(|| io::Error::from_raw_os_error(libc::EPROTONOSUPPORT))
     }
 
     /// The GID index perftest uses without `-x` on RoCE port `port`.
@@ -445,9 +540,10 @@ impl<'a> Context<'a> {
     /// # let raw_ctx: *mut u8 = std::ptr::null_mut();
     /// use rsverbs::safe::{Context, JoinAs};
     /// let ctx = unsafe { Context::from_raw(raw_ctx) }.expect("a context");
-    /// let group: std::net::Ipv6Addr = "::ffff:239.1.1.1".parse().unwrap();
+    /// let gid_type = ctx.gid_type(1, ctx.gid_index_perftest(1)?)?;
+    /// let mgid = rsverbs::safe::mgid_for_group("239.1.1.1".parse().unwrap(), gid_type)?;
     /// // A sender: a member of the group, without attaching a QP.
-    /// let member = ctx.join(1, &group.octets(), JoinAs::SendOnlyFullMember)?;
+    /// let member = ctx.join(1, &mgid, JoinAs::SendOnlyFullMember)?;
     /// // ... post sends to the group's address handle ...
     /// member.leave()?; // or let it drop
     /// # Ok::<(), std::io::Error>(())

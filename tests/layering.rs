@@ -297,6 +297,8 @@ fn the_shared_helpers_exist_once() {
         ("fn secure_getenv(", "env"),
         ("fn c_field(", "abi"),
         ("struct Mgid", "mgid"),
+        // rdma_cm's MGID of an IP group (safe::mgid_for_group wraps it).
+        ("fn for_group(", "mgid"),
         ("struct QpKey", "view"),
         // What stands in for std (docs/building.md): one of each.
         ("fn read_file(", "os"),

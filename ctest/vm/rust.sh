@@ -18,7 +18,7 @@ set -uo pipefail
 source "$(dirname "$0")/../lib.sh"
 X=${RSVERBS_EXAMPLE:-$(dirname "$RSVERBS_LIB")/examples/attach}
 DEV=rxe1 ND=dummy0
-MAC=3333ef050701 # ff0e::ffff:ef05:701, the example's group (RFC 2464 7)
+MAC=3333ef050701 # ::ffff:239.5.7.1 (or v1's ff0e::ffff:ef05:701), the example's group (RFC 2464 7)
 W=$(mktemp -d)
 trap 'rm -rf "$RESULTS_DIR/rust" && mkdir -p "$RESULTS_DIR/rust" && cp -r "$W"/. "$RESULTS_DIR/rust/"; rm -rf "$W"' EXIT
 
@@ -71,15 +71,18 @@ for step in "GID entries; perftest's index" "attached through rsverbs::safe" "af
 done
 grep -q WRONG $W/attach.out && fail "a step is WRONG: $(grep WRONG $W/attach.out | head -1)"
 
-# A dependent crate (ctest/consumer, docs/rust.md): build/examples/receiver
-# keeps its QP and two Attachments in one struct. While it holds them the
+# The receiver (examples/receiver.rs, which ctest/consumer also builds as a
+# dependent crate; docs/rust.md): build/examples/receiver attaches the MGIDs
+# of 239.5.7.17 and .18 for its source GID's type (safe::mgid_for_group:
+# ::ffff:239.5.7.17 on rxe's RoCE v2 GIDs) and keeps its QP and the two
+# Attachments in one struct. While it holds them the
 # kernel shows the first group's MAC; dropping one attachment detaches it
 # (rdma-core's ibv_detach_mcast then EINVAL); dropping the struct detaches
 # the other before the QP is destroyed, and the kernel's ibv_destroy_qp
 # answers 0, where it answers EBUSY for a QP still attached (the control:
 # a forgotten attachment).
 R=${RSVERBS_RECEIVER:-$(dirname "$RSVERBS_LIB")/examples/receiver}
-MAC=3333ef050711 # ff0e::ffff:ef05:711, the receiver's first group
+MAC=3333ef050711 # ::ffff:239.5.7.17 (or v1's ff0e::ffff:ef05:711), the receiver's first group
 check "before the receiver: $MAC not on $ND" mac_off
 coproc RX { exec "$R" --wait $DEV 2>&1; }
 # rx_upto PREFIX: the receiver's lines, into receiver.out.
@@ -97,7 +100,7 @@ rx_upto "never printed"
 wait "$RX_PID"
 rc=$?
 check "the receiver exits 0: every step as it should be (rc $rc)" [ $rc = 0 ]
-for step in "two groups held in the struct" \
+for step in "perftest's source GID index on port 1 of $DEV" "two groups held in the struct" \
 	"after dropping the first attachment, rdma-core's ibv_detach_mcast of it: 22" \
 	"dropping the struct detached the second group, then ibv_destroy_qp: 0" \
 	"control: a forgotten attachment stays, and ibv_destroy_qp is 16" \

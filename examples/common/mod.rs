@@ -1,7 +1,7 @@
-//! rdma-core's C calls and structs that the example (examples/attach.rs)
-//! and the dependent crate's receiver (ctest/consumer) need to make a UD QP
-//! of their own, as a program over any binding has one: written once here,
-//! the receiver takes it with `#[path]`.
+//! rdma-core's C calls and structs that the examples (examples/attach.rs,
+//! examples/receiver.rs) need to make a UD QP of their own, as a program
+//! over any binding has one: written once here. ctest/consumer builds
+//! receiver.rs from this directory, so its `mod common` finds this file too.
 
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::process::exit;

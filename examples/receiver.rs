@@ -1,30 +1,38 @@
 //! A receiver that holds its QP and its multicast attachments in one
 //! struct, as a Rust program over any binding would (docs/rust.md):
 //!
-//!     receiver [--wait] [DEVICE]
+//!     cargo run --release --example receiver [--wait] [DEVICE]
 //!
-//! 1. joins two groups through `rsverbs::safe` and keeps both
+//! (`make example` builds it into build/examples/receiver; ctest/consumer
+//! builds the same file as a crate that depends on rsverbs.)
+//!
+//! 1. takes the source GID index perftest would use on port 1 and its type,
+//!    and the MGIDs rdma_cm uses for the groups 239.5.7.17 and 239.5.7.18
+//!    with that type (`mgid_for_group`: `::ffff:239.5.7.17` on RoCE v2,
+//!    `ff0e::ffff:239.5.7.17` on v1);
+//! 2. joins both groups through `rsverbs::safe` and keeps both
 //!    `Attachment`s in the struct beside the QP (with `--wait`, it waits
 //!    for a line on standard input while it holds them);
-//! 2. drops the first attachment (`Vec::remove`): rdma-core's own
+//! 3. drops the first attachment (`Vec::remove`): rdma-core's own
 //!    `ibv_detach_mcast` of that group then fails with EINVAL, the kernel's
 //!    word that the QP is no longer attached;
-//! 3. drops the struct: its fields drop in order, the second group is
+//! 4. drops the struct: its fields drop in order, the second group is
 //!    detached, then the QP is destroyed, and `ibv_destroy_qp` returns 0
 //!    (the kernel refuses to destroy a QP still attached: EBUSY);
-//! 4. control: a struct whose attachment is `forget`-ten: `ibv_destroy_qp`
+//! 5. control: a struct whose attachment is `forget`-ten: `ibv_destroy_qp`
 //!    is EBUSY, as the kernel says for an attached QP.
 //!
 //! One line per step, "receiver: ok ..." or "receiver: WRONG ..."; exits 1
 //! when a step is wrong, 2 without a device.
 
-use rsverbs::safe::{Attachment, Qp};
+use rsverbs::safe::{Attachment, Context, GidType, Qp, mgid_for_group};
 use std::ffi::{c_int, c_void};
+use std::net::{IpAddr, Ipv4Addr};
 use std::process::exit;
 
-// The example's rdma-core calls; the receiver keeps its device open until
-// exit, so the teardown calls and fields are the example's alone.
-#[path = "../../../examples/common/mod.rs"]
+// rdma-core's calls, shared with examples/attach.rs; the receiver keeps its
+// device open until exit, so the teardown calls and fields are attach's
+// alone.
 #[allow(dead_code)]
 mod common;
 use common::{ibv_destroy_qp, ibv_detach_mcast};
@@ -69,8 +77,10 @@ impl Receiver {
     }
 }
 
-fn group(s: &str) -> [u8; 16] {
-    s.parse::<std::net::Ipv6Addr>().expect("an IPv6 address").octets()
+/// The type of the source GID perftest would use on port 1 of `ctx`.
+fn source_gid_type(ctx: Context<'_>) -> std::io::Result<(u32, GidType)> {
+    let index = ctx.gid_index_perftest(1)?;
+    Ok((index, ctx.gid_type(1, index)?))
 }
 
 fn main() {
@@ -84,7 +94,20 @@ fn main() {
     // The device, context, PD and CQ live until exit.
     let d = common::open("receiver", want.as_deref());
     let new_qp = |destroyed: &'static std::sync::atomic::AtomicI32| UdQp { raw: common::ud_qp("receiver", &d), destroyed };
-    let (a, b) = (group("ff0e::ffff:ef05:0711"), group("ff0e::ffff:ef05:0712"));
+    // SAFETY: the context is open until exit.
+    let ctx = unsafe { Context::from_raw(d.ctx) }.expect("non-NULL");
+    let gid_type = match source_gid_type(ctx) {
+        Ok((index, t)) => {
+            step(true, format!("perftest's source GID index on port 1 of {}: {index}, {t:?}", d.name));
+            t
+        }
+        Err(e) => {
+            step(false, format!("perftest's source GID index on port 1 of {}: {e}; the groups as on RoCE v2", d.name));
+            GidType::RoceV2
+        }
+    };
+    let mgid = |g: Ipv4Addr| mgid_for_group(IpAddr::V4(g), gid_type).expect("a multicast group");
+    let (a, b) = (mgid(Ipv4Addr::new(239, 5, 7, 17)), mgid(Ipv4Addr::new(239, 5, 7, 18)));
 
     static DESTROYED: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
     let mut r = Receiver::new(new_qp(&DESTROYED));
