@@ -29,7 +29,7 @@ impl Line {
     }
     /// The bytes so far, with the final newline; control bytes in them
     /// (from a device or netdev name: rsverbs' own words have none) are
-    /// `?` ([`crate::os::Text::mask_controls`]).
+    /// `?` (`os::Text::mask_controls`).
     pub fn finish(&mut self) -> &[u8] {
         self.0.mask_controls();
         self.0.line()
@@ -222,7 +222,8 @@ mod tests {
         // included) and ends with its one newline.
         let mut l = Line::new();
         l.start(7);
-        let _ = write!(l, "ipjoin join netdev={} result=0", "e\x1b[2Jth\n0\u{7f}\u{e9}");
+        let name = "e\x1b[2Jth\n0\u{7f}\u{e9}";
+        let _ = write!(l, "ipjoin join netdev={name} result=0");
         let b = l.finish();
         assert_eq!(b, "rsverbs[7]: ipjoin join netdev=e?[2Jth?0?\u{e9} result=0\n".as_bytes());
         assert!(!b[..b.len() - 1].iter().any(|&c| c < 0x20 || c == 0x7f));
