@@ -9,6 +9,8 @@
 #   testbed/vm.sh run [--timeout SECS] [--out HOSTDIR] [--mem MB] [--smp N]
 #                     [--net MCASTADDR:PORT --mac MAC --ip ADDR/LEN] -- CMD [ARGS...]
 #
+# RSVERBS_SIW=1 also loads siw (testbed/siw.sh), RSVERBS_SIB=1 sib, the
+# project's software InfiniBand HCA (testbed/sib.sh: sib0 and sib1).
 # RSVERBS_KERNEL=bullseye|bookworm|bookworm-backports|trixie|sid and
 # RSVERBS_USERLAND=bullseye|bookworm|trixie|sid (default bookworm: the host).
 # RSVERBS_ARCH=arm64|ppc64el|s390x boots Debian's kernel of that
@@ -420,6 +422,13 @@ prepare() {
 		((ARCH_FOREIGN == 0)) || die "RSVERBS_SIW=1: siw is built for amd64 kernels only (testbed/siw.sh)"
 		SIW_KO=$("$TESTBED/siw.sh" "$KPKG" "$KPKGVER") || die "RSVERBS_SIW=1: no siw.ko for $KPKG"
 	fi
+	# sib (the project's software InfiniBand HCA, testbed/sib/), built out of
+	# tree for this kernel; the guest loads it: sib0 and sib1.
+	SIB_KO=""
+	if [[ ${RSVERBS_SIB:-0} == 1 ]]; then
+		((ARCH_FOREIGN == 0)) || die "RSVERBS_SIB=1: sib is built for amd64 kernels only (testbed/sib.sh)"
+		SIB_KO=$("$TESTBED/sib.sh" "$KPKG" "$KPKGVER") || die "RSVERBS_SIB=1: no sib.ko for $KPKG"
+	fi
 	exec 9>&-
 	note "ready: kernel $KVER ($KPKGVER, $KSUITE, $ARCH_DEB), initramfs $INITRD, userland $USUITE ($UROOT)"
 }
@@ -503,6 +512,7 @@ run() {
 	# (or, with a userland root, anywhere): bound from the host root.
 	printf '%s\n' "$cwd" "$(dirname "$TESTBED")" >"$job/expose"
 	if [[ -n $SIW_KO ]]; then cp "$SIW_KO" "$job/siw.ko"; fi
+	if [[ -n $SIB_KO ]]; then cp "$SIB_KO" "$job/sib.ko"; fi
 	# Guest directories also bound at their host paths: /out (read-write)
 	# and the job.
 	printf '%s %s\n' /out "$out" /run/rsverbs/job "$job" >"$job/binds"

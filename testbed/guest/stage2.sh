@@ -110,13 +110,28 @@ if [ -e $RSV/job/siw.ko ]; then
 	say "siw0 up"
 fi
 
+# RSVERBS_SIB=1 on the host: sib0 and sib1 (the project's software
+# InfiniBand HCA, testbed/sib.sh), after ib_core and ib_uverbs (loaded
+# above with rdma_rxe and rdma_ucm).
+SIB_ENV=()
+if [ -e $RSV/job/sib.ko ]; then
+	$BB insmod $RSV/job/sib.ko || die "insmod sib.ko"
+	for ((i = 0; i < 100; i++)); do # at most ~10 s
+		[ -d /sys/class/infiniband/sib0 ] && [ -d /sys/class/infiniband/sib1 ] && break
+		sleep 0.1
+	done
+	[ -d /sys/class/infiniband/sib1 ] || die "sib0 and sib1 did not come up"
+	SIB_ENV=(RSVERBS_SIB=1)
+	say "sib0 sib1 up"
+fi
+
 ulimit -l unlimited # ibv_reg_mr pins memory
 cd "$RSV_CWD" || die "cwd $RSV_CWD not visible in the guest"
 echo "RSVERBS_TESTBED_START $RSV_NONCE"
 env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
 	HOME=/tmp USER=root LOGNAME=root SHELL=/bin/bash TERM=dumb LANG=C.UTF-8 \
 	RSVERBS_GUEST=1 RSVERBS_OUT=/out RSVERBS_KERNEL="$RSV_KERNEL" RSVERBS_USERLAND="$RSV_USERLAND" RSVERBS_ARCH="$RSV_ARCH" \
-	"${SIW_ENV[@]}" "${NET_ENV[@]}" "${RSV_CMD[@]}"
+	"${SIW_ENV[@]}" "${SIB_ENV[@]}" "${NET_ENV[@]}" "${RSV_CMD[@]}"
 status=$?
 echo "RSVERBS_TESTBED_EXIT=$status $RSV_NONCE"
 sync

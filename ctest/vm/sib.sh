@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# sib, the project's software InfiniBand HCA (testbed/sib/sib.c, issue 38),
+# step 1: two IB devices with one port each and the verbs of a UD QP, with
+# no data path (post_send answers EOPNOTSUPP) and no SMA (the ports stay
+# INIT, LID 0). Loaded by the test bed with RSVERBS_SIB=1; opt-in in
+# ctest/guest_suite.sh (in no make check step yet). What it asserts, with
+# rdma-core's own tools and its stock ipathverbs provider (the device reports
+# driver_id QIB and uverbs ABI 1, so ipathverbs sends every verb to the
+# kernel): ibv_devices, ibv_devinfo, rdma link, the sysfs GID, GID type and
+# P_Key; a UD QP's verbs through libibverbs (testbed/sib/sibud.c, built here
+# with the guest's gcc), the multicast answers compared with a real HCA's
+# (mlx4 and rxe: a second attach 0, a detach of what is not attached
+# EINVAL; LID 0 refused by the kernel core's is_valid_mcast_lid); then
+# rmmod sib with no WARNING or BUG in the kernel log, and a second insmod.
+#
+#   RSVERBS_SIB=1 testbed/vm.sh run --timeout 900 -- bash ctest/vm/sib.sh
+set -uo pipefail
+source "$(dirname "$0")/../lib.sh"
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+W=$(mktemp -d)
+KO=/run/rsverbs/job/sib.ko
+
+if [ "${RSVERBS_SIB:-0}" != 1 ]; then
+  echo "sib: not run: this boot has no sib0 (RSVERBS_SIB=1 loads it)"
+  rm -f "$RESULTS_DIR/$SUITE.results"; rm -rf "$W"; exit 0
+fi
+if [ ! -d /sys/class/infiniband/sib0 ] || [ ! -d /sys/class/infiniband/sib1 ]; then
+  fail "no sib0/sib1 in this guest (the test bed loads sib.ko with RSVERBS_SIB=1)"
+  finish; exit
+fi
+show() { sed "s/^/  $1: /" "$2"; }
+
+ibv_devices > "$W/ibv_devices" 2>&1
+show ibv_devices "$W/ibv_devices"
+check "ibv_devices lists sib0 (served by the stock ipathverbs)" grep -Eq '^\s+sib0\s+0200005349420000$' "$W/ibv_devices"
+check "ibv_devices lists sib1" grep -Eq '^\s+sib1\s+0200005349420100$' "$W/ibv_devices"
+
+for d in sib0 sib1; do
+  ibv_devinfo -v -d $d > "$W/devinfo.$d" 2>&1
+  show "ibv_devinfo -v -d $d" "$W/devinfo.$d"
+  check "$d: transport InfiniBand" grep -Eq '^\s+transport:\s+InfiniBand \(0\)$' "$W/devinfo.$d"
+  check "$d: link_layer InfiniBand" grep -Eq '^\s+link_layer:\s+InfiniBand$' "$W/devinfo.$d"
+  check "$d: port state PORT_INIT (no SM)" grep -Eq '^\s+state:\s+PORT_INIT \(2\)$' "$W/devinfo.$d"
+  check "$d: phys_state LINK_UP" grep -Eq '^\s+phys_state:\s+LINK_UP \(5\)$' "$W/devinfo.$d"
+  check "$d: port_lid 0" grep -Eq '^\s+port_lid:\s+0$' "$W/devinfo.$d"
+  check "$d: max_mcast_grp nonzero" grep -Eq '^\s+max_mcast_grp:\s+[1-9][0-9]*$' "$W/devinfo.$d"
+  check "$d: max_mcast_qp_attach nonzero" grep -Eq '^\s+max_mcast_qp_attach:\s+[1-9][0-9]*$' "$W/devinfo.$d"
+  check "$d: max_total_mcast_qp_attach nonzero" grep -Eq '^\s+max_total_mcast_qp_attach:\s+[1-9][0-9]*$' "$W/devinfo.$d"
+done
+
+rdma link show > "$W/rdma_link" 2>&1
+rdma dev show > "$W/rdma_dev" 2>&1
+show "rdma link" "$W/rdma_link"
+show "rdma dev" "$W/rdma_dev"
+for d in sib0 sib1; do
+  check "rdma link: $d/1 INIT LINK_UP" grep -Eq "^link $d/1 state INIT physical_state LINK_UP( |$)" "$W/rdma_link"
+done
+
+S=/sys/class/infiniband
+for d in 0 1; do
+  check "sib$d: node_guid 0200:0053:4942:0${d}00" [ "$(cat $S/sib$d/node_guid)" = "0200:0053:4942:0${d}00" ]
+  check "sib$d: node_type 1: CA" [ "$(cat $S/sib$d/node_type)" = "1: CA" ]
+  check "sib$d: gids/0 is fe80::/64 + port GUID" [ "$(cat $S/sib$d/ports/1/gids/0)" = "fe80:0000:0000:0000:0200:0053:4942:0${d}01" ]
+  check "sib$d: gid_attrs/types/0 IB/RoCE v1" [ "$(cat $S/sib$d/ports/1/gid_attrs/types/0)" = "IB/RoCE v1" ]
+  check "sib$d: pkeys/0 0xffff" [ "$(cat $S/sib$d/ports/1/pkeys/0)" = "0xffff" ]
+  check "sib$d: link_layer InfiniBand" [ "$(cat $S/sib$d/ports/1/link_layer)" = "InfiniBand" ]
+  check "sib$d: lid 0x0" [ "$(cat $S/sib$d/ports/1/lid)" = "0x0" ]
+done
+
+# The verbs of a UD QP through libibverbs and ipathverbs.
+if ! cc -O2 -Wall -Werror -o "$W/sibud" "$ROOT/testbed/sib/sibud.c" -libverbs 2> "$W/cc.err"; then
+  fail "sibud.c does not build:"; cat "$W/cc.err" >&2
+else
+  for d in sib0 sib1; do
+    if ! "$W/sibud" $d > "$W/sibud.$d" 2>&1; then fail "$d: sibud exited non-zero"; fi
+    show "sibud $d" "$W/sibud.$d"
+    want() { # LINE DESCRIPTION
+      if grep -qxF "$1" "$W/sibud.$d"; then pass "$d: $2: $1"; else fail "$d: $2: want '$1', got '$(grep -F "${1%% *}" "$W/sibud.$d" | head -1)'"; fi
+    }
+    want "port state=2 link_layer=1 lid=0" "ibv_query_port: INIT, InfiniBand"
+    for v in modify_init modify_rtr modify_rts query_qp post_recv create_ah; do want "$v ret=0" "$v succeeds"; done
+    want "query_qp state=3 qkey=0x11111111" "query_qp gives back RTS and the Q_Key"
+    want "post_send ret=95 Operation not supported" "post_send: no data path in step 1"
+    want "attach_c001 ret=0" "attach ff12:401b::1 LID 0xc001"
+    want "attach_c001_again ret=0" "a second attach succeeds (mlx4, rxe)"
+    want "detach_c001 ret=0" "detach"
+    want "detach_c001_again ret=22 Invalid argument" "detach of a group not attached: EINVAL (mlx4, rxe)"
+    want "attach_lid0 ret=22 Invalid argument" "attach with LID 0: EINVAL from the kernel core (is_valid_mcast_lid)"
+    want "req_notify ret=0" "req_notify_cq"
+    want "modify_err ret=0" "modify to ERR"
+    want "cq_event=yes" "completion event (from the work item)"
+    want "poll n=1 wr_id=7 status=Work Request Flushed Error" "the posted receive is flushed"
+    for v in destroy_ah destroy_qp dereg_mr destroy_cq destroy_comp_channel dealloc_pd close_device; do want "$v ret=0" "$v"; done
+  done
+fi
+
+# Unload: clean, nothing in the kernel log; then load again.
+dmesg > "$W/dmesg.before"
+if rmmod sib 2> "$W/rmmod.err"; then pass "rmmod sib"; else fail "rmmod sib: $(cat "$W/rmmod.err")"; fi
+check "sib0 and sib1 are gone" [ ! -e $S/sib0 -a ! -e $S/sib1 ]
+dmesg > "$W/dmesg.after"
+awk '/sib: sib0 and sib1 registered/ { on = 1 } on' "$W/dmesg.after" > "$W/dmesg.sib"
+show dmesg "$W/dmesg.sib"
+check "no WARNING, BUG or Call Trace in the kernel log since sib loaded" \
+  bash -c "! grep -Eq 'WARNING|BUG|Call Trace|refcount|leak' '$W/dmesg.sib'"
+if [ -e $KO ]; then
+  if insmod $KO 2> "$W/insmod.err"; then pass "insmod sib again"; else fail "insmod sib again: $(cat "$W/insmod.err")"; fi
+  check "sib0 and sib1 again" wait_until 10 test -d $S/sib1
+fi
+mkdir -p "$RESULTS_DIR/sib" && cp "$W"/* "$RESULTS_DIR/sib/" 2>/dev/null
+rm -rf "$W"
+finish

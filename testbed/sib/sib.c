@@ -1,0 +1,1065 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * sib: a software InfiniBand HCA for the rsverbs test bed (issue 38).
+ *
+ * New code written for rsverbs; no code is copied from rxe, siw, pib or any
+ * other driver (their designs were read).  Licence: GPL-2.0 OR MIT, declared
+ * to the kernel as "Dual MIT/GPL" (a GPL-compatible licence, needed for the
+ * RDMA core's GPL-only symbols).
+ *
+ * Two ib_devices, sib0 and sib1, one InfiniBand port each (link layer IB,
+ * RDMA_CORE_PORT_IBA_IB, virtual DMA: no dma_device).  They are meant to be
+ * cabled back to back inside the module.
+ *
+ * STEP 1 (this file): devices, ports, the verbs objects and their state, but
+ * no data path:
+ *  - post_send fails with -EOPNOTSUPP (the cable, the UD engine, is step 2);
+ *  - post_recv queues receive WQEs (flushed when the QP goes to ERR);
+ *  - there is no SMA (process_mad, step 3): no SM can configure the port,
+ *    so it stays INIT with LID 0 and phys state LinkUp, as a real HCA port
+ *    with a live link and no SM.
+ *
+ * Identifiers, locally administered EUI-64s (bit 0x02 of the first octet set,
+ * no OUI), the bytes 53 49 42 are "SIB", N is the device index (0 or 1):
+ *   system image GUID  0200:0053:4942:0000  (both devices: one host)
+ *   node GUID          0200:0053:4942:0N00
+ *   port GUID          0200:0053:4942:0N01
+ *   GID index 0        fe80:0000:0000:0000 + port GUID
+ *
+ * User space: the stock rdma-core provider libipathverbs serves these devices
+ * (driver_id RDMA_DRIVER_QIB, uverbs ABI 1: every verb through ibv_cmd_*),
+ * given the data-path write commands opted into uverbs_cmd_mask.
+ *
+ * Locking (Documentation/infiniband/core_locking.rst): post_send, post_recv,
+ * poll_cq, req_notify_cq, create_ah and destroy_ah may run in atomic context:
+ * they take spinlocks with interrupts saved and never allocate or sleep.
+ * Completion handlers run from a work item (sib_wq), never inline.
+ * Lock order: qp->lock, then cq->lock.
+ */
+#include <linux/module.h>
+#include <linux/slab.h>
+#include <linux/mm.h>
+#include <linux/idr.h>
+#include <linux/xarray.h>
+#include <linux/workqueue.h>
+#include <linux/spinlock.h>
+#include <rdma/ib_verbs.h>
+#include <rdma/ib_umem.h>
+#include <rdma/ib_mad.h>
+#include <rdma/ib_user_verbs.h>
+#include <rdma/uverbs_ioctl.h>
+
+#include "sib_compat.h"
+
+#define SIB_NDEV		2
+#define SIB_PORT		1	/* the only port of each device */
+#define SIB_PKEY_TBL_LEN	32	/* one PKeyTable block */
+#define SIB_GID_TBL_LEN		1	/* index 0: prefix + port GUID */
+#define SIB_MAX_QP		1024
+#define SIB_MAX_QP_WR		4096	/* the MAD layer posts 512 receives */
+#define SIB_MAX_SGE		8
+#define SIB_MAX_CQ		1024
+#define SIB_MAX_CQE		65535
+#define SIB_MAX_MR		4096
+#define SIB_MAX_PD		1024
+#define SIB_MAX_AH		4096
+#define SIB_MAX_MCAST_GRP	1024
+#define SIB_MAX_MCAST_QP_ATTACH	64
+#define SIB_MAX_TOTAL_MCAST	(SIB_MAX_MCAST_GRP * SIB_MAX_MCAST_QP_ATTACH)
+#define SIB_GUID_BASE		0x0200005349420000ULL
+
+static struct workqueue_struct *sib_wq;
+
+struct sib_port {
+	spinlock_t lock;	/* the fields below */
+	enum ib_port_state state;
+	enum ib_port_phys_state phys_state;
+	u16 lid;
+	u16 sm_lid;
+	u8 lmc;
+	u8 sm_sl;
+	u32 cap_flags;
+	u16 pkeys[SIB_PKEY_TBL_LEN];
+	u32 qkey_viol_cntr;
+	u16 bad_pkey_cntr;
+};
+
+struct sib_mcast {		/* one QP attached to one group */
+	struct list_head list;
+	union ib_gid mgid;
+	u16 mlid;
+	struct sib_qp *qp;
+};
+
+struct sib_dev {
+	struct ib_device ibdev;
+	int index;
+	__be64 port_guid;
+	struct sib_port port;
+	struct ida qpn_ida;		/* UD QPNs, 2 .. 0xffffff */
+	struct xarray mr_xa;		/* MR index -> sib_mr (L_Key >> 8) */
+	spinlock_t mcast_lock;		/* mcast_list, mcast_* counts */
+	struct list_head mcast_list;
+	unsigned int mcast_groups;	/* distinct (MGID, MLID) keys */
+	unsigned int mcast_attached;	/* entries in mcast_list */
+	struct sib_dev *peer;		/* the other end of the cable */
+};
+
+struct sib_ucontext {
+	struct ib_ucontext ibuc;
+};
+
+struct sib_pd {
+	struct ib_pd ibpd;
+};
+
+struct sib_ah {
+	struct ib_ah ibah;
+	struct rdma_ah_attr attr;	/* grh.sgid_attr not kept: ibah has it */
+};
+
+struct sib_mr {
+	struct ib_mr ibmr;
+	struct ib_umem *umem;		/* NULL for the DMA MR */
+	u64 iova;
+	u64 length;
+	int access;
+};
+
+struct sib_cq {
+	struct ib_cq ibcq;
+	spinlock_t lock;		/* the ring and flags */
+	struct ib_wc *ring;
+	u32 size;			/* entries in ring: cqe + 1 */
+	u32 head;			/* next to poll */
+	u32 count;			/* entries queued */
+	u8 armed;			/* IB_CQ_SOLICITED or IB_CQ_NEXT_COMP */
+	bool notify_pending;
+	bool overflow_pending;
+	bool overflowed;
+	struct work_struct work;	/* completion and error events */
+};
+
+struct sib_rwqe {
+	u64 wr_id;
+	int num_sge;
+	struct ib_sge sge[SIB_MAX_SGE];
+};
+
+struct sib_qp {
+	struct ib_qp ibqp;
+	spinlock_t lock;		/* state, attributes and the RQ */
+	enum ib_qp_state state;
+	u32 qkey;
+	u16 pkey_index;
+	u32 sq_psn;
+	struct ib_qp_cap cap;
+	enum ib_sig_type sq_sig_type;
+	struct sib_rwqe *rq;		/* ring of cap.max_recv_wr entries */
+	u32 rq_head;
+	u32 rq_count;
+	bool ida_qpn;			/* qp_num from qpn_ida */
+};
+
+static inline struct sib_dev *to_sdev(struct ib_device *d)
+{
+	return container_of(d, struct sib_dev, ibdev);
+}
+
+static inline struct sib_qp *to_sqp(struct ib_qp *q)
+{
+	return container_of(q, struct sib_qp, ibqp);
+}
+
+static inline struct sib_cq *to_scq(struct ib_cq *c)
+{
+	return container_of(c, struct sib_cq, ibcq);
+}
+
+static inline struct sib_ah *to_sah(struct ib_ah *a)
+{
+	return container_of(a, struct sib_ah, ibah);
+}
+
+static inline struct sib_mr *to_smr(struct ib_mr *m)
+{
+	return container_of(m, struct sib_mr, ibmr);
+}
+
+/* ---- device and port ---------------------------------------------------- */
+
+static int sib_query_device(struct ib_device *ibdev, struct ib_device_attr *a,
+			    struct ib_udata *udata)
+{
+	/* ABI 1 has no driver-specific query_device data. */
+	if (udata && (udata->inlen || udata->outlen))
+		return -EINVAL;
+
+	memset(a, 0, sizeof(*a));
+	a->fw_ver = 0;
+	a->sys_image_guid = cpu_to_be64(SIB_GUID_BASE);
+	a->max_mr_size = ~0ULL;
+	a->page_size_cap = PAGE_SIZE;
+	a->vendor_id = 0;
+	a->vendor_part_id = 0;
+	a->hw_ver = 0;
+	a->max_qp = SIB_MAX_QP;
+	a->max_qp_wr = SIB_MAX_QP_WR;
+	a->device_cap_flags = IB_DEVICE_PORT_ACTIVE_EVENT |
+			      IB_DEVICE_SYS_IMAGE_GUID;
+	a->max_send_sge = SIB_MAX_SGE;
+	a->max_recv_sge = SIB_MAX_SGE;
+	a->max_sge_rd = 0;
+	a->max_cq = SIB_MAX_CQ;
+	a->max_cqe = SIB_MAX_CQE;
+	a->max_mr = SIB_MAX_MR;
+	a->max_pd = SIB_MAX_PD;
+	a->max_ah = SIB_MAX_AH;
+	a->max_mcast_grp = SIB_MAX_MCAST_GRP;
+	a->max_mcast_qp_attach = SIB_MAX_MCAST_QP_ATTACH;
+	a->max_total_mcast_qp_attach = SIB_MAX_TOTAL_MCAST;
+	a->max_pkeys = SIB_PKEY_TBL_LEN;
+	a->local_ca_ack_delay = 0;
+	return 0;
+}
+
+static int sib_query_port(struct ib_device *ibdev, sib_port_t port,
+			  struct ib_port_attr *a)
+{
+	struct sib_port *p = &to_sdev(ibdev)->port;
+	unsigned long flags;
+
+	if (port != SIB_PORT)
+		return -EINVAL;
+	/* The core zeroed *a (__ib_query_port) and adds the subnet prefix. */
+	spin_lock_irqsave(&p->lock, flags);
+	a->state = p->state;
+	a->phys_state = p->phys_state;
+	a->lid = p->lid;
+	a->sm_lid = p->sm_lid;
+	a->lmc = p->lmc;
+	a->sm_sl = p->sm_sl;
+	a->port_cap_flags = p->cap_flags;
+	a->qkey_viol_cntr = p->qkey_viol_cntr;
+	a->bad_pkey_cntr = p->bad_pkey_cntr;
+	spin_unlock_irqrestore(&p->lock, flags);
+	a->max_mtu = IB_MTU_4096;
+	a->active_mtu = IB_MTU_4096;
+	a->gid_tbl_len = SIB_GID_TBL_LEN;
+	a->pkey_tbl_len = SIB_PKEY_TBL_LEN;
+	a->max_msg_sz = 4096;	/* UD: one packet, the MTU */
+	a->max_vl_num = 1;	/* VL0 only */
+	a->active_width = IB_WIDTH_4X;
+	a->active_speed = IB_SPEED_QDR;
+	a->init_type_reply = 0;
+	a->subnet_timeout = 0;
+	return 0;
+}
+
+static int sib_modify_port(struct ib_device *ibdev, sib_port_t port, int mask,
+			   struct ib_port_modify *pm)
+{
+	struct sib_port *p = &to_sdev(ibdev)->port;
+	unsigned long flags;
+
+	if (port != SIB_PORT)
+		return -EINVAL;
+	if (mask & ~(IB_PORT_SHUTDOWN | IB_PORT_INIT_TYPE |
+		     IB_PORT_RESET_QKEY_CNTR))
+		return -EOPNOTSUPP;
+	if (mask & (IB_PORT_SHUTDOWN | IB_PORT_INIT_TYPE))
+		return -EOPNOTSUPP;
+	spin_lock_irqsave(&p->lock, flags);
+	p->cap_flags = (p->cap_flags | pm->set_port_cap_mask) &
+		       ~pm->clr_port_cap_mask;
+	if (mask & IB_PORT_RESET_QKEY_CNTR)
+		p->qkey_viol_cntr = 0;
+	spin_unlock_irqrestore(&p->lock, flags);
+	return 0;
+}
+
+static int sib_get_port_immutable(struct ib_device *ibdev, sib_port_t port,
+				  struct ib_port_immutable *im)
+{
+	if (port != SIB_PORT)
+		return -EINVAL;
+	im->core_cap_flags = RDMA_CORE_PORT_IBA_IB;
+	im->pkey_tbl_len = SIB_PKEY_TBL_LEN;
+	im->gid_tbl_len = SIB_GID_TBL_LEN;
+	im->max_mad_size = IB_MGMT_MAD_SIZE;
+	return 0;
+}
+
+static enum rdma_link_layer sib_get_link_layer(struct ib_device *ibdev,
+					       sib_port_t port)
+{
+	return IB_LINK_LAYER_INFINIBAND;
+}
+
+static int sib_query_gid(struct ib_device *ibdev, sib_port_t port, int index,
+			 union ib_gid *gid)
+{
+	struct sib_dev *sd = to_sdev(ibdev);
+
+	if (port != SIB_PORT || index < 0 || index >= SIB_GID_TBL_LEN)
+		return -EINVAL;
+	/* The default subnet prefix until an SM sets another (step 3). */
+	gid->global.subnet_prefix = cpu_to_be64(0xfe80000000000000ULL);
+	gid->global.interface_id = sd->port_guid;
+	return 0;
+}
+
+static int sib_query_pkey(struct ib_device *ibdev, sib_port_t port, u16 index,
+			  u16 *pkey)
+{
+	struct sib_port *p = &to_sdev(ibdev)->port;
+	unsigned long flags;
+
+	if (port != SIB_PORT || index >= SIB_PKEY_TBL_LEN)
+		return -EINVAL;
+	spin_lock_irqsave(&p->lock, flags);
+	*pkey = p->pkeys[index];
+	spin_unlock_irqrestore(&p->lock, flags);
+	return 0;
+}
+
+/* ---- ucontext, PD ------------------------------------------------------- */
+
+static int sib_alloc_ucontext(struct ib_ucontext *uc, struct ib_udata *udata)
+{
+	return 0;	/* ABI 1: no driver data, no mmap */
+}
+
+static void sib_dealloc_ucontext(struct ib_ucontext *uc)
+{
+}
+
+static int sib_alloc_pd(struct ib_pd *pd, struct ib_udata *udata)
+{
+	return 0;
+}
+
+static int sib_dealloc_pd(struct ib_pd *pd, struct ib_udata *udata)
+{
+	return 0;
+}
+
+/* ---- AH ----------------------------------------------------------------- */
+
+/* May be called in atomic context (kernel AHs without SLEEPABLE). */
+static int sib_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init,
+			 struct ib_udata *udata)
+{
+	struct rdma_ah_attr *a = init->ah_attr;
+	struct sib_ah *ah = to_sah(ibah);
+
+	if (a->type != RDMA_AH_ATTR_TYPE_IB)
+		return -EINVAL;
+	if (rdma_ah_get_port_num(a) != SIB_PORT)
+		return -EINVAL;
+	ah->attr = *a;
+	ah->attr.grh.sgid_attr = NULL;	/* referenced by ibah->sgid_attr */
+	return 0;
+}
+
+static int sib_query_ah(struct ib_ah *ibah, struct rdma_ah_attr *a)
+{
+	struct sib_ah *ah = to_sah(ibah);
+
+	*a = ah->attr;
+	a->grh.sgid_attr = ibah->sgid_attr;
+	return 0;
+}
+
+static int sib_destroy_ah(struct ib_ah *ibah, u32 flags)
+{
+	return 0;
+}
+
+/* ---- MR ----------------------------------------------------------------- */
+
+static struct ib_mr *sib_mr_new(struct sib_dev *sd, struct ib_umem *umem,
+				u64 iova, u64 length, int access)
+{
+	struct sib_mr *mr;
+	u32 idx;
+	int err;
+
+	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	if (!mr)
+		return ERR_PTR(-ENOMEM);
+	err = xa_alloc(&sd->mr_xa, &idx, mr, XA_LIMIT(1, SIB_MAX_MR),
+		       GFP_KERNEL);
+	if (err) {
+		kfree(mr);
+		return ERR_PTR(err == -EBUSY ? -ENOMEM : err);
+	}
+	mr->umem = umem;
+	mr->iova = iova;
+	mr->length = length;
+	mr->access = access;
+	/* IBA 10.6.3.3: index above, an 8-bit key below (0 for now). */
+	mr->ibmr.lkey = idx << 8;
+	mr->ibmr.rkey = idx << 8;
+	return &mr->ibmr;
+}
+
+static struct ib_mr *sib_get_dma_mr(struct ib_pd *pd, int access)
+{
+	return sib_mr_new(to_sdev(pd->device), NULL, 0, ~0ULL, access);
+}
+
+static struct ib_mr *sib_reg_user_mr(struct ib_pd *pd, SIB_REG_USER_MR_ARGS)
+{
+	struct ib_umem *umem;
+	struct ib_mr *mr;
+
+	umem = ib_umem_get(pd->device, start, length, access);
+	if (IS_ERR(umem))
+		return ERR_CAST(umem);
+	mr = sib_mr_new(to_sdev(pd->device), umem, virt_addr, length, access);
+	if (IS_ERR(mr))
+		ib_umem_release(umem);
+	return mr;
+}
+
+static int sib_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
+{
+	struct sib_mr *mr = to_smr(ibmr);
+
+	xa_erase(&to_sdev(ibmr->device)->mr_xa, ibmr->lkey >> 8);
+	ib_umem_release(mr->umem);	/* NULL-safe */
+	kfree(mr);
+	return 0;
+}
+
+/* ---- CQ ----------------------------------------------------------------- */
+
+static void sib_cq_work(struct work_struct *w)
+{
+	struct sib_cq *cq = container_of(w, struct sib_cq, work);
+	bool comp, ovf;
+	unsigned long flags;
+
+	spin_lock_irqsave(&cq->lock, flags);
+	comp = cq->notify_pending;
+	ovf = cq->overflow_pending;
+	cq->notify_pending = false;
+	cq->overflow_pending = false;
+	spin_unlock_irqrestore(&cq->lock, flags);
+
+	if (ovf && cq->ibcq.event_handler) {
+		struct ib_event ev = {
+			.device = cq->ibcq.device,
+			.element.cq = &cq->ibcq,
+			.event = IB_EVENT_CQ_ERR,
+		};
+
+		cq->ibcq.event_handler(&ev, cq->ibcq.cq_context);
+	}
+	if (comp && cq->ibcq.comp_handler)
+		cq->ibcq.comp_handler(&cq->ibcq, cq->ibcq.cq_context);
+}
+
+/*
+ * Queue one completion; cq->lock held.  Returns false on overflow (the
+ * entry is dropped and IB_EVENT_CQ_ERR raised, as an HCA's CQ overrun).
+ */
+static bool sib_cq_push_locked(struct sib_cq *cq, const struct ib_wc *wc,
+			       bool solicited)
+{
+	if (cq->count == cq->size) {
+		if (!cq->overflowed) {
+			cq->overflowed = true;
+			cq->overflow_pending = true;
+			queue_work(sib_wq, &cq->work);
+		}
+		return false;
+	}
+	cq->ring[(cq->head + cq->count) % cq->size] = *wc;
+	cq->count++;
+	if (cq->armed == IB_CQ_NEXT_COMP ||
+	    (cq->armed == IB_CQ_SOLICITED && (solicited ||
+					      wc->status != IB_WC_SUCCESS))) {
+		cq->armed = 0;
+		cq->notify_pending = true;
+		queue_work(sib_wq, &cq->work);
+	}
+	return true;
+}
+
+static int sib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
+			 SIB_CREATE_CQ_UDATA)
+{
+	struct sib_cq *cq = to_scq(ibcq);
+
+	if (attr->flags)
+		return -EOPNOTSUPP;
+	if (attr->cqe < 1 || attr->cqe > SIB_MAX_CQE)
+		return -EINVAL;
+	cq->size = attr->cqe + 1;
+	cq->ring = kvcalloc(cq->size, sizeof(*cq->ring), GFP_KERNEL);
+	if (!cq->ring)
+		return -ENOMEM;
+	spin_lock_init(&cq->lock);
+	INIT_WORK(&cq->work, sib_cq_work);
+	ibcq->cqe = attr->cqe;
+	return 0;
+}
+
+static int sib_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
+{
+	struct sib_cq *cq = to_scq(ibcq);
+	unsigned long flags;
+
+	/* No QP uses it any more (the core counts); stop the events. */
+	spin_lock_irqsave(&cq->lock, flags);
+	cq->armed = 0;
+	spin_unlock_irqrestore(&cq->lock, flags);
+	cancel_work_sync(&cq->work);
+	kvfree(cq->ring);
+	return 0;
+}
+
+static int sib_poll_cq(struct ib_cq *ibcq, int n, struct ib_wc *wc)
+{
+	struct sib_cq *cq = to_scq(ibcq);
+	unsigned long flags;
+	int i;
+
+	spin_lock_irqsave(&cq->lock, flags);
+	for (i = 0; i < n && cq->count; i++) {
+		wc[i] = cq->ring[cq->head];
+		cq->head = (cq->head + 1) % cq->size;
+		cq->count--;
+	}
+	spin_unlock_irqrestore(&cq->lock, flags);
+	return i;
+}
+
+static int sib_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags f)
+{
+	struct sib_cq *cq = to_scq(ibcq);
+	unsigned long flags;
+	int ret = 0;
+
+	spin_lock_irqsave(&cq->lock, flags);
+	if ((f & IB_CQ_SOLICITED_MASK) == IB_CQ_NEXT_COMP)
+		cq->armed = IB_CQ_NEXT_COMP;
+	else if (cq->armed != IB_CQ_NEXT_COMP)
+		cq->armed = IB_CQ_SOLICITED;
+	if ((f & IB_CQ_REPORT_MISSED_EVENTS) && cq->count)
+		ret = 1;
+	spin_unlock_irqrestore(&cq->lock, flags);
+	return ret;
+}
+
+/* ---- QP ----------------------------------------------------------------- */
+
+/* Complete every queued receive with IB_WC_WR_FLUSH_ERR; qp->lock held. */
+static void sib_qp_flush_rq_locked(struct sib_qp *qp)
+{
+	struct sib_cq *cq = to_scq(qp->ibqp.recv_cq);
+	struct ib_wc wc;
+
+	spin_lock(&cq->lock);
+	while (qp->rq_count) {
+		memset(&wc, 0, sizeof(wc));
+		wc.wr_id = qp->rq[qp->rq_head].wr_id;
+		wc.status = IB_WC_WR_FLUSH_ERR;
+		wc.opcode = IB_WC_RECV;
+		wc.qp = &qp->ibqp;
+		wc.port_num = SIB_PORT;
+		if (!sib_cq_push_locked(cq, &wc, false))
+			break;	/* the CQ overran; the rest is lost */
+		qp->rq_head = (qp->rq_head + 1) % qp->cap.max_recv_wr;
+		qp->rq_count--;
+	}
+	qp->rq_head = 0;
+	qp->rq_count = 0;
+	spin_unlock(&cq->lock);
+}
+
+static int sib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
+			 struct ib_udata *udata)
+{
+	struct sib_dev *sd = to_sdev(ibqp->device);
+	struct sib_qp *qp = to_sqp(ibqp);
+	struct ib_qp_cap *c = &init->cap;
+	int qpn;
+
+	switch (init->qp_type) {
+	case IB_QPT_SMI:
+	case IB_QPT_GSI:
+		if (init->port_num != SIB_PORT || udata)
+			return -EINVAL;
+		break;
+	case IB_QPT_UD:
+		break;
+	default:
+		return -EOPNOTSUPP;	/* UD only: no RC, UC, XRC, raw */
+	}
+	if (init->create_flags || init->srq)
+		return -EOPNOTSUPP;
+	if (!init->recv_cq || !init->send_cq)
+		return -EINVAL;
+	if (c->max_send_wr > SIB_MAX_QP_WR || c->max_recv_wr > SIB_MAX_QP_WR ||
+	    c->max_send_sge > SIB_MAX_SGE || c->max_recv_sge > SIB_MAX_SGE ||
+	    c->max_inline_data > 0)
+		return -EINVAL;
+	/* Report what was granted (the requested values, at least one). */
+	c->max_send_wr = max_t(u32, c->max_send_wr, 1);
+	c->max_recv_wr = max_t(u32, c->max_recv_wr, 1);
+	c->max_send_sge = max_t(u32, c->max_send_sge, 1);
+	c->max_recv_sge = max_t(u32, c->max_recv_sge, 1);
+	c->max_inline_data = 0;
+
+	qp->rq = kvcalloc(c->max_recv_wr, sizeof(*qp->rq), GFP_KERNEL);
+	if (!qp->rq)
+		return -ENOMEM;
+
+	if (init->qp_type == IB_QPT_SMI) {
+		ibqp->qp_num = 0;
+	} else if (init->qp_type == IB_QPT_GSI) {
+		ibqp->qp_num = 1;
+	} else {
+		qpn = ida_alloc_range(&sd->qpn_ida, 2, 0xffffff, GFP_KERNEL);
+		if (qpn < 0) {
+			kvfree(qp->rq);
+			qp->rq = NULL;
+			return qpn == -ENOSPC ? -ENOMEM : qpn;
+		}
+		ibqp->qp_num = qpn;
+		qp->ida_qpn = true;
+	}
+	spin_lock_init(&qp->lock);
+	qp->state = IB_QPS_RESET;
+	qp->cap = *c;
+	qp->sq_sig_type = init->sq_sig_type;
+	return 0;
+}
+
+static void sib_mcast_purge_qp(struct sib_dev *sd, struct sib_qp *qp);
+
+static int sib_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
+{
+	struct sib_dev *sd = to_sdev(ibqp->device);
+	struct sib_qp *qp = to_sqp(ibqp);
+
+	/* The core refuses while attachments count in usecnt; be safe. */
+	sib_mcast_purge_qp(sd, qp);
+	if (qp->ida_qpn)
+		ida_free(&sd->qpn_ida, ibqp->qp_num);
+	kvfree(qp->rq);
+	return 0;
+}
+
+static int sib_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
+			 int mask, struct ib_udata *udata)
+{
+	struct sib_qp *qp = to_sqp(ibqp);
+	enum ib_qp_state cur, next;
+	unsigned long flags;
+	int err = 0;
+
+	if (udata && udata->inlen)
+		return -EOPNOTSUPP;	/* ABI 1: no driver data */
+
+	spin_lock_irqsave(&qp->lock, flags);
+	cur = (mask & IB_QP_CUR_STATE) ? attr->cur_qp_state : qp->state;
+	next = (mask & IB_QP_STATE) ? attr->qp_state : cur;
+	if (cur != qp->state) {
+		err = -EINVAL;
+		goto out;
+	}
+	/* The IBA state table, required and allowed attributes per type. */
+	if (!ib_modify_qp_is_ok(cur, next, ibqp->qp_type, mask)) {
+		err = -EINVAL;
+		goto out;
+	}
+	if ((mask & IB_QP_PORT) && attr->port_num != SIB_PORT) {
+		err = -EINVAL;
+		goto out;
+	}
+	if ((mask & IB_QP_PKEY_INDEX) && attr->pkey_index >= SIB_PKEY_TBL_LEN) {
+		err = -EINVAL;
+		goto out;
+	}
+	if (mask & IB_QP_QKEY)
+		qp->qkey = attr->qkey;
+	if (mask & IB_QP_PKEY_INDEX)
+		qp->pkey_index = attr->pkey_index;
+	if (mask & IB_QP_SQ_PSN)
+		qp->sq_psn = attr->sq_psn & 0xffffff;
+	if (mask & IB_QP_STATE) {
+		qp->state = next;
+		if (next == IB_QPS_RESET) {	/* the queues are emptied */
+			qp->rq_head = 0;
+			qp->rq_count = 0;
+			qp->qkey = 0;
+			qp->pkey_index = 0;
+			qp->sq_psn = 0;
+		} else if (next == IB_QPS_ERR) {
+			sib_qp_flush_rq_locked(qp);
+		}
+	}
+out:
+	spin_unlock_irqrestore(&qp->lock, flags);
+	return err;
+}
+
+static int sib_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
+			struct ib_qp_init_attr *init)
+{
+	struct sib_qp *qp = to_sqp(ibqp);
+	unsigned long flags;
+
+	memset(attr, 0, sizeof(*attr));
+	memset(init, 0, sizeof(*init));
+	spin_lock_irqsave(&qp->lock, flags);
+	attr->qp_state = qp->state;
+	attr->cur_qp_state = qp->state;
+	attr->qkey = qp->qkey;
+	attr->pkey_index = qp->pkey_index;
+	attr->sq_psn = qp->sq_psn;
+	spin_unlock_irqrestore(&qp->lock, flags);
+	attr->port_num = SIB_PORT;
+	attr->path_mtu = IB_MTU_4096;
+	attr->cap = qp->cap;
+	init->qp_type = ibqp->qp_type;
+	init->send_cq = ibqp->send_cq;
+	init->recv_cq = ibqp->recv_cq;
+	init->cap = qp->cap;
+	init->sq_sig_type = qp->sq_sig_type;
+	init->port_num = SIB_PORT;
+	return 0;
+}
+
+/*
+ * STEP 1: no data path yet.  The cable between sib0 and sib1 (the UD engine
+ * that builds the packet, hands it to the peer port in a work item and
+ * completes the send) is step 2; until then every send fails here, before
+ * anything is queued.
+ */
+static int sib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
+			 const struct ib_send_wr **bad_wr)
+{
+	*bad_wr = wr;
+	return -EOPNOTSUPP;
+}
+
+/* May be called in atomic context: no allocation, no sleep. */
+static int sib_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
+			 const struct ib_recv_wr **bad_wr)
+{
+	struct sib_qp *qp = to_sqp(ibqp);
+	struct sib_rwqe *e;
+	unsigned long flags;
+	int err = 0, i;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	if (qp->state == IB_QPS_RESET) {
+		err = -EINVAL;
+		*bad_wr = wr;
+		goto out;
+	}
+	for (; wr; wr = wr->next) {
+		if (wr->num_sge < 0 || wr->num_sge > qp->cap.max_recv_sge) {
+			err = -EINVAL;
+			*bad_wr = wr;
+			break;
+		}
+		if (qp->rq_count == qp->cap.max_recv_wr) {
+			err = -ENOMEM;
+			*bad_wr = wr;
+			break;
+		}
+		e = &qp->rq[(qp->rq_head + qp->rq_count) % qp->cap.max_recv_wr];
+		e->wr_id = wr->wr_id;
+		e->num_sge = wr->num_sge;
+		for (i = 0; i < wr->num_sge; i++)
+			e->sge[i] = wr->sg_list[i];
+		qp->rq_count++;
+	}
+	/* Posted to a QP in ERR: completed at once, flushed. */
+	if (qp->state == IB_QPS_ERR)
+		sib_qp_flush_rq_locked(qp);
+out:
+	spin_unlock_irqrestore(&qp->lock, flags);
+	return err;
+}
+
+/* ---- multicast ---------------------------------------------------------- */
+
+/*
+ * Attachments are kept per device, keyed by (MGID, MLID), as the receive side
+ * of step 2 will match them.  The core has already checked that the GID is
+ * multicast and, on IB, that the LID is a multicast LID (is_valid_mcast_lid).
+ * Attaching a QP twice succeeds (as mlx4 and rxe do); detaching a QP that is
+ * not attached is -EINVAL (as rxe, and mlx4's firmware path).
+ */
+static bool sib_mcast_key(const struct sib_mcast *m, const union ib_gid *gid,
+			  u16 lid)
+{
+	return m->mlid == lid && !memcmp(m->mgid.raw, gid->raw, sizeof(gid->raw));
+}
+
+static int sib_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
+{
+	struct sib_dev *sd = to_sdev(ibqp->device);
+	struct sib_qp *qp = to_sqp(ibqp);
+	struct sib_mcast *m, *n;
+	unsigned int in_group = 0;
+	unsigned long flags;
+	int err = 0;
+
+	if (ibqp->qp_type != IB_QPT_UD)
+		return -EINVAL;
+	n = kzalloc(sizeof(*n), GFP_KERNEL);
+	if (!n)
+		return -ENOMEM;
+	n->mgid = *gid;
+	n->mlid = lid;
+	n->qp = qp;
+
+	spin_lock_irqsave(&sd->mcast_lock, flags);
+	list_for_each_entry(m, &sd->mcast_list, list) {
+		if (!sib_mcast_key(m, gid, lid))
+			continue;
+		if (m->qp == qp)
+			goto out;	/* already attached: 0 */
+		in_group++;
+	}
+	if (in_group >= SIB_MAX_MCAST_QP_ATTACH ||
+	    sd->mcast_attached >= SIB_MAX_TOTAL_MCAST ||
+	    (!in_group && sd->mcast_groups >= SIB_MAX_MCAST_GRP)) {
+		err = -ENOMEM;
+		goto out;
+	}
+	if (!in_group)
+		sd->mcast_groups++;
+	sd->mcast_attached++;
+	list_add_tail(&n->list, &sd->mcast_list);
+	n = NULL;
+out:
+	spin_unlock_irqrestore(&sd->mcast_lock, flags);
+	kfree(n);
+	return err;
+}
+
+/* Drop entry m; sd->mcast_lock held.  Returns it for kfree outside. */
+static struct sib_mcast *sib_mcast_unlink_locked(struct sib_dev *sd,
+						 struct sib_mcast *m)
+{
+	struct sib_mcast *o;
+	bool last = true;
+
+	list_del(&m->list);
+	sd->mcast_attached--;
+	list_for_each_entry(o, &sd->mcast_list, list) {
+		if (sib_mcast_key(o, &m->mgid, m->mlid)) {
+			last = false;
+			break;
+		}
+	}
+	if (last)
+		sd->mcast_groups--;
+	return m;
+}
+
+static int sib_detach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
+{
+	struct sib_dev *sd = to_sdev(ibqp->device);
+	struct sib_qp *qp = to_sqp(ibqp);
+	struct sib_mcast *m, *found = NULL;
+	unsigned long flags;
+
+	spin_lock_irqsave(&sd->mcast_lock, flags);
+	list_for_each_entry(m, &sd->mcast_list, list) {
+		if (m->qp == qp && sib_mcast_key(m, gid, lid)) {
+			found = sib_mcast_unlink_locked(sd, m);
+			break;
+		}
+	}
+	spin_unlock_irqrestore(&sd->mcast_lock, flags);
+	if (!found)
+		return -EINVAL;
+	kfree(found);
+	return 0;
+}
+
+static void sib_mcast_purge_qp(struct sib_dev *sd, struct sib_qp *qp)
+{
+	struct sib_mcast *m, *t;
+	unsigned long flags;
+	LIST_HEAD(dead);
+
+	spin_lock_irqsave(&sd->mcast_lock, flags);
+	list_for_each_entry_safe(m, t, &sd->mcast_list, list) {
+		if (m->qp == qp) {
+			sib_mcast_unlink_locked(sd, m);
+			list_add(&m->list, &dead);
+		}
+	}
+	spin_unlock_irqrestore(&sd->mcast_lock, flags);
+	list_for_each_entry_safe(m, t, &dead, list)
+		kfree(m);
+}
+
+/* ---- registration ------------------------------------------------------- */
+
+static const struct ib_device_ops sib_ops = {
+	.owner = THIS_MODULE,
+	.driver_id = RDMA_DRIVER_QIB,	/* served by the stock libipathverbs */
+	.uverbs_abi_ver = 1,		/* ... which forwards every verb */
+
+	.query_device = sib_query_device,
+	.query_port = sib_query_port,
+	.modify_port = sib_modify_port,
+	.get_port_immutable = sib_get_port_immutable,
+	.get_link_layer = sib_get_link_layer,
+	.query_gid = sib_query_gid,
+	.query_pkey = sib_query_pkey,
+	.alloc_ucontext = sib_alloc_ucontext,
+	.dealloc_ucontext = sib_dealloc_ucontext,
+	.alloc_pd = sib_alloc_pd,
+	.dealloc_pd = sib_dealloc_pd,
+	.create_ah = sib_create_ah,
+	.create_user_ah = sib_create_ah,
+	.query_ah = sib_query_ah,
+	.destroy_ah = sib_destroy_ah,
+	.get_dma_mr = sib_get_dma_mr,
+	.reg_user_mr = sib_reg_user_mr,
+	.dereg_mr = sib_dereg_mr,
+	.create_cq = sib_create_cq,
+	.destroy_cq = sib_destroy_cq,
+	.poll_cq = sib_poll_cq,
+	.req_notify_cq = sib_req_notify_cq,
+	.create_qp = sib_create_qp,
+	.modify_qp = sib_modify_qp,
+	.query_qp = sib_query_qp,
+	.destroy_qp = sib_destroy_qp,
+	.post_send = sib_post_send,
+	.post_recv = sib_post_recv,
+	.attach_mcast = sib_attach_mcast,
+	.detach_mcast = sib_detach_mcast,
+
+	INIT_RDMA_OBJ_SIZE(ib_ah, sib_ah, ibah),
+	INIT_RDMA_OBJ_SIZE(ib_cq, sib_cq, ibcq),
+	INIT_RDMA_OBJ_SIZE(ib_pd, sib_pd, ibpd),
+	INIT_RDMA_OBJ_SIZE(ib_qp, sib_qp, ibqp),
+	INIT_RDMA_OBJ_SIZE(ib_ucontext, sib_ucontext, ibuc),
+};
+
+static struct sib_dev *sib_devs[SIB_NDEV];
+
+static void sib_port_init(struct sib_port *p)
+{
+	spin_lock_init(&p->lock);
+	/* A live link and no SM (no SMA before step 3): INIT, LID 0. */
+	p->state = IB_PORT_INIT;
+	p->phys_state = IB_PORT_PHYS_STATE_LINK_UP;
+	p->lid = 0;
+	p->sm_lid = 0;
+	p->cap_flags = IB_PORT_SYS_IMAGE_GUID_SUP;
+	p->pkeys[0] = 0xffff;
+}
+
+static struct sib_dev *sib_dev_create(int index)
+{
+	struct sib_dev *sd;
+	u64 node_guid = SIB_GUID_BASE | ((u64)index << 8);
+	int err;
+
+	sd = ib_alloc_device(sib_dev, ibdev);
+	if (!sd)
+		return ERR_PTR(-ENOMEM);
+	sd->index = index;
+	sd->port_guid = cpu_to_be64(node_guid | 1);
+	sib_port_init(&sd->port);
+	ida_init(&sd->qpn_ida);
+	xa_init_flags(&sd->mr_xa, XA_FLAGS_ALLOC1);
+	spin_lock_init(&sd->mcast_lock);
+	INIT_LIST_HEAD(&sd->mcast_list);
+
+	sd->ibdev.node_type = RDMA_NODE_IB_CA;
+	sd->ibdev.node_guid = cpu_to_be64(node_guid);
+	sd->ibdev.phys_port_cnt = 1;
+	sd->ibdev.num_comp_vectors = 1;
+	snprintf(sd->ibdev.node_desc, sizeof(sd->ibdev.node_desc),
+		 "rsverbs sib HCA %d", index);
+	sd->ibdev.uverbs_cmd_mask |= SIB_UVERBS_CMD_OPT_IN;
+	ib_set_device_ops(&sd->ibdev, &sib_ops);
+
+	/* No dma_device: the core uses virtual DMA (ib_uses_virt_dma). */
+	err = ib_register_device(&sd->ibdev, "sib%d", NULL);
+	if (err) {
+		ida_destroy(&sd->qpn_ida);
+		xa_destroy(&sd->mr_xa);
+		ib_dealloc_device(&sd->ibdev);
+		return ERR_PTR(err);
+	}
+	return sd;
+}
+
+static void sib_dev_destroy(struct sib_dev *sd)
+{
+	ib_unregister_device(&sd->ibdev);
+	WARN_ON(!list_empty(&sd->mcast_list));
+	WARN_ON(!xa_empty(&sd->mr_xa));
+	ida_destroy(&sd->qpn_ida);
+	xa_destroy(&sd->mr_xa);
+	ib_dealloc_device(&sd->ibdev);
+}
+
+static int __init sib_init(void)
+{
+	int i, err;
+
+	sib_wq = alloc_workqueue("sib", WQ_UNBOUND, 0);
+	if (!sib_wq)
+		return -ENOMEM;
+	for (i = 0; i < SIB_NDEV; i++) {
+		sib_devs[i] = sib_dev_create(i);
+		if (IS_ERR(sib_devs[i])) {
+			err = PTR_ERR(sib_devs[i]);
+			sib_devs[i] = NULL;
+			pr_err("sib: device %d: ib_register_device: %d\n", i, err);
+			goto unwind;
+		}
+	}
+	/* The cable: each port's peer (unused until step 2). */
+	sib_devs[0]->peer = sib_devs[1];
+	sib_devs[1]->peer = sib_devs[0];
+	pr_info("sib: %s and %s registered (step 1: no data path, no SMA)\n",
+		dev_name(&sib_devs[0]->ibdev.dev),
+		dev_name(&sib_devs[1]->ibdev.dev));
+	return 0;
+
+unwind:
+	while (--i >= 0) {
+		sib_dev_destroy(sib_devs[i]);
+		sib_devs[i] = NULL;
+	}
+	destroy_workqueue(sib_wq);
+	return err;
+}
+
+static void __exit sib_exit(void)
+{
+	int i;
+
+	for (i = SIB_NDEV - 1; i >= 0; i--) {
+		if (sib_devs[i])
+			sib_dev_destroy(sib_devs[i]);
+		sib_devs[i] = NULL;
+	}
+	destroy_workqueue(sib_wq);	/* drains; every CQ cancelled its work */
+}
+
+module_init(sib_init);
+module_exit(sib_exit);
+
+MODULE_AUTHOR("The rsverbs developers");
+MODULE_DESCRIPTION("sib: software InfiniBand HCA for the rsverbs test bed");
+MODULE_LICENSE("Dual MIT/GPL");
