@@ -67,7 +67,8 @@ kheaders_unpack() { # KPKG KPKGVER WORK
 	dpkg-deb -x "$(kheaders_fetch "linux-headers-$KH_KV-common" "$kver")" "$work/root"
 	# The kbuild package the headers name, e.g. "linux-kbuild-6.1 (>= 6.1.192-2)".
 	dep=$(dpkg-deb -f "$hdeb" Depends | tr ',' '\n' | grep -o 'linux-kbuild-[^|]*' | head -1)
-	[[ $dep =~ ^(linux-kbuild-[^ ]+)\ *(\((<<|<=|=|>=|>>)\ *([^ )]+)\))? ]] || die "no linux-kbuild in the Depends of $hdeb"
+	local re='^(linux-kbuild-[^ ]+) *(\((<<|<=|=|>=|>>) *([^ )]+)\))?'
+	[[ $dep =~ $re ]] || die "no linux-kbuild in the Depends of $hdeb"
 	name=${BASH_REMATCH[1]} op=${BASH_REMATCH[3]} ver=${BASH_REMATCH[4]}
 	case $op in '<<') op=lt ;; '<=') op=le ;; '=') op=eq ;; '>=') op=ge ;; '>>') op=gt ;; esac
 	ver=$(kheaders_version "$name" "$op" "$ver") || die "apt knows no $dep"

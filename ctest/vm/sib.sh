@@ -15,6 +15,9 @@
 #
 #   RSVERBS_SIB=1 testbed/vm.sh run --timeout 900 -- bash ctest/vm/sib.sh
 set -uo pipefail
+# Run on its own (testbed/vm.sh run -- bash ctest/vm/sib.sh), the results go
+# to the guest's /out, as under ctest/guest_suite.sh.
+export RESULTS_DIR=${RESULTS_DIR:-${RSVERBS_OUT:-$(cd "$(dirname "$0")/.." && pwd)/out}}
 source "$(dirname "$0")/../lib.sh"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 W=$(mktemp -d)
@@ -53,7 +56,8 @@ rdma dev show > "$W/rdma_dev" 2>&1
 show "rdma link" "$W/rdma_link"
 show "rdma dev" "$W/rdma_dev"
 for d in sib0 sib1; do
-  check "rdma link: $d/1 INIT LINK_UP" grep -Eq "^link $d/1 state INIT physical_state LINK_UP( |$)" "$W/rdma_link"
+  check "rdma link: $d/1 INIT LINK_UP" grep -Eq "^link $d/1 (.* )?state INIT physical_state LINK_UP( |$)" "$W/rdma_link"
+  check "rdma link: $d/1 subnet_prefix fe80::, lid 0, sm_lid 0" grep -Eq "^link $d/1 subnet_prefix fe80:0000:0000:0000 lid 0 sm_lid 0 lmc 0 " "$W/rdma_link"
 done
 
 S=/sys/class/infiniband
