@@ -9,8 +9,9 @@
 # kernel): ibv_devices, ibv_devinfo, rdma link, the sysfs GID, GID type and
 # P_Key; a UD QP's verbs through libibverbs (testbed/sib/sibud.c, built here
 # with the guest's gcc), the multicast answers compared with a real HCA's
-# (mlx4 and rxe: a second attach 0, a detach of what is not attached
-# EINVAL; LID 0 refused by the kernel core's is_valid_mcast_lid); then
+# (a second attach 0, a detach of what is not attached EINVAL: ib_uverbs
+# answers both before the driver; LID 0 refused by the kernel core's
+# is_valid_mcast_lid); the kernel MAD layer's QP0 and QP1 in RTS; then
 # rmmod sib with no WARNING or BUG in the kernel log, and a second insmod.
 #
 #   RSVERBS_SIB=1 testbed/vm.sh run --timeout 900 -- bash ctest/vm/sib.sh
@@ -60,6 +61,15 @@ for d in sib0 sib1; do
   check "rdma link: $d/1 subnet_prefix fe80::, lid 0, sm_lid 0" grep -Eq "^link $d/1 subnet_prefix fe80:0000:0000:0000 lid 0 sm_lid 0 lmc 0 " "$W/rdma_link"
 done
 
+# The kernel MAD layer's own QP0 (SMI) and QP1 (GSI) on each port, created
+# and brought to RTS through sib's create_qp/modify_qp at registration.
+rdma res show qp > "$W/rdma_res_qp" 2>&1
+show "rdma res show qp" "$W/rdma_res_qp"
+for d in sib0 sib1; do
+  check "$d: the MAD layer's QP0 (SMI) in RTS" grep -Eq "^link $d/1 lqpn 0 type SMI state RTS " "$W/rdma_res_qp"
+  check "$d: the MAD layer's QP1 (GSI) in RTS" grep -Eq "^link $d/1 lqpn 1 type GSI state RTS " "$W/rdma_res_qp"
+done
+
 S=/sys/class/infiniband
 for d in 0 1; do
   check "sib$d: node_guid 0200:0053:4942:0${d}00" [ "$(cat $S/sib$d/node_guid)" = "0200:0053:4942:0${d}00" ]
@@ -86,9 +96,14 @@ else
     want "query_qp state=3 qkey=0x11111111" "query_qp gives back RTS and the Q_Key"
     want "post_send ret=95 Operation not supported" "post_send: no data path in step 1"
     want "attach_c001 ret=0" "attach ff12:401b::1 LID 0xc001"
-    want "attach_c001_again ret=0" "a second attach succeeds (mlx4, rxe)"
+    # ib_uverbs keeps each user QP's attachments and answers these two
+    # itself, before the driver (uverbs_cmd.c, ib_uverbs_attach_mcast and
+    # _detach_mcast: read; and run: a sib.ko whose detach of an absent group
+    # answered 0 still gave EINVAL here). sib's own answers, 0 and EINVAL as
+    # mlx4 and rxe, are reached only by kernel callers (IPoIB, step 3).
+    want "attach_c001_again ret=0" "a second attach succeeds (ib_uverbs answers)"
     want "detach_c001 ret=0" "detach"
-    want "detach_c001_again ret=22 Invalid argument" "detach of a group not attached: EINVAL (mlx4, rxe)"
+    want "detach_c001_again ret=22 Invalid argument" "detach of a group not attached: EINVAL (ib_uverbs answers)"
     want "attach_lid0 ret=22 Invalid argument" "attach with LID 0: EINVAL from the kernel core (is_valid_mcast_lid)"
     want "req_notify ret=0" "req_notify_cq"
     want "modify_err ret=0" "modify to ERR"

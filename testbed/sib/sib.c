@@ -796,7 +796,9 @@ out:
  * of step 2 will match them.  The core has already checked that the GID is
  * multicast and, on IB, that the LID is a multicast LID (is_valid_mcast_lid).
  * Attaching a QP twice succeeds (as mlx4 and rxe do); detaching a QP that is
- * not attached is -EINVAL (as rxe, and mlx4's firmware path).
+ * not attached is -EINVAL (as rxe, and mlx4's firmware path).  For user QPs
+ * ib_uverbs answers both cases itself from its own per-QP list and never
+ * calls these; kernel callers (IPoIB, multicast.c users) do reach them.
  */
 static bool sib_mcast_key(const struct sib_mcast *m, const union ib_gid *gid,
 			  u16 lid)
