@@ -177,7 +177,7 @@ $(error LINKER must be zig or gnu, not '$(LINKER)')
 endif
 
 .PHONY: help all lib tool example size header deps deps-build deps-cbindgen check check-more check-all check-unit check-crate check-abi check-vm check-sanitize check-traced fuzz demo compat bench matrix matrix-arch faults fanout \
-        install install-debug uninstall clean zig deb deps-deb check-deb check-deb-arch check-freshroot check-install check-packaging
+        install install-debug uninstall clean zig deb deps-deb check-deb check-deb-arch check-freshroot check-install check-packaging check-sib
 
 all: lib tool example $(BUILD)/pkgconfig/rsverbs.pc
 
@@ -345,6 +345,14 @@ faults: deps all
 	RSVERBS_SUITES=faults RSVERBS_VM_OUT=$(CURDIR)/ctest/out/faults ctest/vm_suite.sh; st=$$?; \
 	  ctest/summary.sh ctest/out/faults; exit $$st
 
+# The software InfiniBand HCA (testbed/sib/, issue 38): sib.ko built for
+# bookworm's kernel, loaded in a boot of its own, checked with rdma-core's
+# tools (ctest/vm/sib.sh); .ci/run runs it every commit.
+check-sib: deps all
+	rm -f ctest/out/sib/*.results
+	RSVERBS_SIB=1 RSVERBS_SUITES=sib RSVERBS_VM_OUT=$(CURDIR)/ctest/out/sib RSVERBS_VM_TIMEOUT=900 ctest/vm_suite.sh; st=$$?; \
+	  ctest/summary.sh ctest/out/sib; exit $$st
+
 # Real clients (mckey, perftest, our relinked example) with and without rsverbs.
 compat: deps all
 	RSVERBS_SUITES=compat ctest/vm_suite.sh
@@ -492,6 +500,7 @@ help:
 	  '  make faults           every syscall and allocation failed on purpose, cancellation, small stacks' \
 	  '  make matrix           every Debian userland on every Debian kernel;  make matrix-arch: arm64, ppc64el, s390x' \
 	  '  make fanout           multicast across hosts: 1 sender to N guests' \
+	  '  make check-sib        the software InfiniBand HCA (testbed/sib/) in a boot of its own' \
 	  '  make fuzz             a long fuzz run of the sysfs parsers (RSVERBS_FUZZ_SECS)' \
 	  '  make bench            speed and size against rdma-core and the bare syscall; writes BENCHMARKS.md' \
 	  '  make deps             the packages the tests need, alone'
