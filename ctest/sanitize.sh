@@ -107,7 +107,7 @@ if command -v valgrind >/dev/null; then
     n=$(basename "$b"); n=${n%-*}
     # Test failures are unit.sh's business; here only memcheck's verdict
     # counts (--error-exitcode=99). --test-threads=1 keeps reports readable.
-    timeout 900 valgrind -q --tool=memcheck --error-exitcode=99 --leak-check=full \
+    timeout 900 valgrind -q --tool=memcheck --error-exitcode=99 --leak-check=full --suppressions=ctest/valgrind.supp \
       --errors-for-leak-kinds=definite --show-leak-kinds=definite \
       "$b" --test-threads=1 -q > "ctest/out/valgrind-$n.log" 2>&1
     rc=$?
