@@ -52,12 +52,14 @@ use core::sync::atomic::Ordering::Relaxed;
 /// answer later than this is read lazily, as an attach's is.
 const EXPLICIT_WAIT_MS: u32 = 1000;
 
-/// The port's link layer: Some(true) for Ethernet (RoCE, iWARP), Some(false)
-/// for InfiniBand; None when the device has no such port (its sysfs
+/// The port's link layer: Ok(true) for Ethernet (RoCE, iWARP), Ok(false)
+/// for InfiniBand; EINVAL when the device has no such port (its sysfs
 /// `ports/N` is absent: the kernel's own answer to a bad port is EINVAL,
-/// device.c `rdma_is_port_valid`).
-fn ethernet(dev: &Device, port: u32) -> Option<bool> {
-    crate::port::link_layer(dev, port).map(|l| l == crate::port::LinkLayer::Ethernet)
+/// device.c `rdma_is_port_valid`), any other failure its own errno (read
+/// without allocating: a caller under memory pressure is never told its
+/// port is wrong, issue 40 item 4).
+fn ethernet(dev: &Device, port: u32) -> Result<bool, c_int> {
+    crate::port::port_link_layer(dev.sysfs(), port).map(|l| l == crate::port::LinkLayer::Ethernet)
 }
 
 /// `rsverbs_mcast_join`'s work: `Err(errno)` as the C function reports it.
@@ -66,7 +68,7 @@ pub fn join(ctx: &Context, port: u32, mgid: Mgid, kind: Kind) -> Result<(), c_in
     if !mgid.is_multicast() {
         return Err(libc::EINVAL);
     }
-    let eth = ethernet(&dev, port).ok_or(libc::EINVAL)?;
+    let eth = ethernet(&dev, port)?;
     EXPLICIT.store(true, Relaxed);
     super::exclusive(|st| st.member_join(ctx, &dev, port, eth, mgid, kind)).unwrap_or(Err(libc::EDEADLK))
 }
@@ -74,9 +76,10 @@ pub fn join(ctx: &Context, port: u32, mgid: Mgid, kind: Kind) -> Result<(), c_in
 /// `rsverbs_mcast_leave`'s work: the arguments checked as the join's.
 pub fn leave(ctx: &Context, port: u32, mgid: Mgid, kind: Kind) -> Result<(), c_int> {
     let Some(dev) = ctx.dev else { return Err(libc::EINVAL) };
-    if !mgid.is_multicast() || ethernet(&dev, port).is_none() {
+    if !mgid.is_multicast() {
         return Err(libc::EINVAL);
     }
+    ethernet(&dev, port)?;
     super::exclusive(|st| st.member_leave(&dev, port, mgid, kind)).unwrap_or(Err(libc::EDEADLK))
 }
 
