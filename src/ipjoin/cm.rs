@@ -135,6 +135,11 @@ pub enum Outcome {
     /// program closed rsverbs' rdma_cm fd), `cred-change` (the fd answered
     /// EACCES after a credential change: replaced, and joined again at once).
     Lost { ifindex: u32, mgid: Mgid, step: &'static str, errno: c_int },
+    /// The fd answered EACCES after a credential change and was replaced
+    /// ([`Channel::replace`]): `held` memberships were on it, `rejoined`
+    /// of them joined again on the new fd; `errno` why no new fd could be
+    /// opened (0 when one was). After the `Lost` outcomes of each.
+    Replaced { held: u32, rejoined: u32, errno: c_int },
 }
 
 /// The process's rdma_cm fd, its IDs, its memberships (the joins asked and
@@ -281,17 +286,22 @@ impl Channel {
     /// closes that one and leaves the rest to the next call.
     fn replace(&mut self) {
         let old = self.drop_revoked();
-        if self.open().is_err() {
-            return;
+        let held = old.len() as u32;
+        if let Err(errno) = self.open() {
+            return self.outcome(Outcome::Replaced { held, rejoined: 0, errno });
         }
+        let mut rejoined = 0;
         for j in &old {
             let w = Want { wait_ms: 0, ..j.want };
-            let _ = self.join_once(&w);
+            if self.join_once(&w).is_ok() {
+                rejoined += 1;
+            }
             if self.revoked {
                 let _ = self.drop_revoked();
-                return;
+                break;
             }
         }
+        self.outcome(Outcome::Replaced { held, rejoined, errno: 0 });
     }
 
     /// Closes a revoked fd (still ours: its identity was checked before the
@@ -758,6 +768,7 @@ mod tests {
             let lost = Outcome::Lost { ifindex: 3, mgid: g(m), step: "cred-change", errno: libc::EACCES };
             assert!(o.contains(&lost), "{o:?}");
         }
+        assert!(o.contains(&Outcome::Replaced { held: 2, rejoined: 2, errno: 0 }), "{o:?}");
         // Another change: a leave meets EACCES on the new fd.
         fake::with(|f| f.eacces = Some(1));
         let left = ch.counts(JOIN_FULL).detach(key(1), &g(6)).expect("alloc").into_iter().collect::<Vec<_>>();

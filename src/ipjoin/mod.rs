@@ -451,6 +451,13 @@ fn fabric_note(o: cm::Outcome) {
         cm::Outcome::Lost { ifindex, mgid, step, errno } => {
             note_fabric("lost", step, ifindex, &mgid, errno);
         }
+        cm::Outcome::Replaced { held, rejoined, errno } => {
+            crate::trace::note(format_args!(
+                "fabricjoin replaced the rdma_cm fd: cause=cred-change (EACCES after a privilege drop) held={held} rejoined={rejoined} result={}",
+                Res(errno)
+            ));
+            crate::trace::fabric_cred_change(held, rejoined, errno);
+        }
     }
 }
 
@@ -473,7 +480,9 @@ fn note_fabric(what: &str, step: &str, ifindex: u32, mgid: &Mgid, rc: c_int) {
         return;
     }
     crate::trace::note(format_args!("fabricjoin {what} netdev={name} ifindex={ifindex} {g} step={step} result={}", Res(rc)));
-    if what != "leave" {
+    // A membership lost to a credential change is told by the one
+    // hint[fabric-join-cred-change] of its fd's replacement, after it.
+    if what != "leave" && step != "cred-change" {
         crate::trace::fabric_join_failed(name, mgid, step, rc, what == "lost");
     }
 }
