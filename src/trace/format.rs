@@ -222,7 +222,8 @@ mod tests {
         // included) and ends with its one newline.
         let mut l = Line::new();
         l.start(7);
-        let _ = write!(l, "ipjoin join netdev={} result=0", "e\x1b[2Jth\n0\u{7f}\u{e9}");
+        let name = "e\x1b[2Jth\n0\u{7f}\u{e9}";
+        let _ = write!(l, "ipjoin join netdev={name} result=0");
         let b = l.finish();
         assert_eq!(b, "rsverbs[7]: ipjoin join netdev=e?[2Jth?0?\u{e9} result=0\n".as_bytes());
         assert!(!b[..b.len() - 1].iter().any(|&c| c < 0x20 || c == 0x7f));
