@@ -234,6 +234,12 @@ impl Channel {
         let _ = crate::os::try_push(&mut self.outcomes, o);
     }
 
+    /// Keeps a caller's outcome (a join that failed before its answer)
+    /// for [`Channel::report`], after the call's work.
+    pub fn tell(&mut self, o: Outcome) {
+        self.outcome(o);
+    }
+
     /// Whether the fd is still rsverbs' (see the module's comment); false
     /// when there is none.
     fn is_ours(&self) -> bool {

@@ -162,9 +162,10 @@ impl State {
         let asked = cm::Asked { lid: None, qkey: None };
         let w = cm::Want { ifindex, bind, group, mgid, asked, flags, wait_ms: EXPLICIT_WAIT_MS };
         let r = self.chan.join_start(&w);
-        self.chan.report(fabric_note);
         let Err((step, e)) = r else { return Ok(()) };
-        fabric_note(cm::Outcome::Failed { ifindex, mgid, step, errno: e });
+        // Traced after the call's work (member_settle): never beneath the
+        // engine's frames (docs/security.md, the stack budget).
+        self.chan.tell(cm::Outcome::Failed { ifindex, mgid, step, errno: e });
         // Not one more join: the count goes back.
         let _ = self.members.leave(name, port, &mgid, kind);
         Err(e)
@@ -242,9 +243,9 @@ impl State {
             // member_settle): another membership's refusal read meanwhile
             // is that one's.
             let r = self.chan.join_start(&want);
-            self.chan.report(fabric_note);
             if let Err((step, e)) = r {
-                fabric_note(cm::Outcome::Failed { ifindex: i, mgid: w.mgid, step, errno: e });
+                // Traced in member_settle, as above.
+                self.chan.tell(cm::Outcome::Failed { ifindex: i, mgid: w.mgid, step, errno: e });
                 failed = e;
             }
         }
@@ -285,7 +286,8 @@ impl State {
                 let to_leave = self.chan.counts(flags_of(kind)).detach(key, mgid).map_err(|_| libc::ENOMEM)?;
                 for (i, h) in to_leave {
                     let r = self.chan.leave(h).err().unwrap_or(0);
-                    self.chan.report(fabric_note);
+                    // The events read meanwhile: reported after the call's
+                    // work (super::exclusive).
                     note_fabric("leave", "leave", i, mgid, r);
                 }
             }

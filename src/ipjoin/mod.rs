@@ -343,11 +343,13 @@ impl State {
             let Ok(to_leave) = self.chan.counts(cm::JOIN_FULL).detach(key, &mgid) else { return no_memory() };
             for (i, h) in to_leave {
                 let r = self.chan.leave(h).err().unwrap_or(0);
-                self.chan.report(fabric_note);
                 note_fabric("leave", "leave", i, &mgid, r);
             }
         }
-        self.chan.report(fabric_note);
+        // The events and outcomes of this call are traced after its work,
+        // with the lock held again (exclusive's fabric_waits_told): never
+        // beneath the engine's and this function's frames (docs/security.md,
+        // the stack budget; issue 40 item 3).
         // A detach, or a duplicate attach (one attachment in the kernel),
         // joins only a lost membership of the group.
         let again = !v.attach || dup;
@@ -377,10 +379,8 @@ impl State {
         };
         for &i in to_join {
             let want = cm::Want { ifindex: i, bind, group, mgid, asked, flags: cm::JOIN_FULL, wait_ms: cm::JOIN_WAIT_MS };
-            let r = self.chan.join_start(&want);
-            self.chan.report(fabric_note);
-            if let Err((step, e)) = r {
-                fabric_note(cm::Outcome::Failed { ifindex: i, mgid, step, errno: e });
+            if let Err((step, e)) = self.chan.join_start(&want) {
+                self.chan.tell(cm::Outcome::Failed { ifindex: i, mgid, step, errno: e });
             }
         }
     }
