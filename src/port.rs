@@ -129,14 +129,39 @@ pub enum LinkLayer {
 }
 
 /// The link layer of `port`; None when the device has no such port (no
-/// `ports/N` directory: sysfs.c makes one per valid port, from 1).
+/// `ports/N` directory: sysfs.c makes one per valid port, from 1) or the
+/// file cannot be read.
 pub fn link_layer(dev: &Device, port: u32) -> Option<LinkLayer> {
+    port_link_layer(dev.sysfs(), port).ok()
+}
+
+/// The link layer of `port` of the device whose sysfs directory is
+/// `sysfs`, read into a buffer on the stack: no allocation, so a caller
+/// under memory pressure is never told its port is wrong (issue 40 item
+/// 4: the text was a `String`, and a failed allocation read as "no such
+/// port", EINVAL). Err(EINVAL) only when the device has no such port (port
+/// 0, or no `ports/N/link_layer`: ENOENT, ENOTDIR); any other failure is
+/// the kernel's errno (ENOMEM, EMFILE, ...), as librdmacm passes it on.
+pub fn port_link_layer(sysfs: &str, port: u32) -> Result<LinkLayer, libc::c_int> {
     if port == 0 {
-        return None;
+        return Err(libc::EINVAL);
     }
-    Some(match attr(dev, format_args!("ports/{port}/link_layer"))?.as_str() {
-        "Ethernet" => LinkLayer::Ethernet,
-        "InfiniBand" => LinkLayer::InfiniBand,
+    let mut path = Path::new();
+    let _ = write!(path, "{sysfs}/ports/{port}/link_layer");
+    let Some(p) = path.cstr() else { return Err(libc::EINVAL) };
+    let f = match os::File::open(p) {
+        Ok(f) => f,
+        Err(e) => {
+            let e = e.code;
+            return Err(if e == libc::ENOENT || e == libc::ENOTDIR { libc::EINVAL } else { e });
+        }
+    };
+    // "InfiniBand\n" is the longest value (sysfs.c show_port_link_layer).
+    let mut buf = [0u8; 32];
+    let n = f.read(&mut buf).map_err(|e| e.code)?;
+    Ok(match buf[..n].trim_ascii() {
+        b"Ethernet" => LinkLayer::Ethernet,
+        b"InfiniBand" => LinkLayer::InfiniBand,
         _ => LinkLayer::Unknown,
     })
 }
@@ -354,6 +379,60 @@ mod tests {
         assert_eq!(decode_qp_resp(&resp), QpFacts { port: Some(1), qkey: Some(0x0123_4567) });
         resp[116] = 0;
         assert_eq!(decode_qp_resp(&resp).port, None, "port 0: a QP in RESET");
+    }
+
+    /// Counts this thread's allocations (the test binary's allocator:
+    /// the system's, counted per thread so that parallel tests do not
+    /// mix).
+    mod counting {
+        use std::alloc::{GlobalAlloc, Layout, System};
+        use std::cell::Cell;
+        thread_local! { static N: Cell<u64> = const { Cell::new(0) }; }
+        struct Counting;
+        // SAFETY: every call is System's; the count is a thread-local Cell
+        // with a const initialiser (no allocation on access).
+        unsafe impl GlobalAlloc for Counting {
+            unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+                let _ = N.try_with(|n| n.set(n.get() + 1));
+                // SAFETY: GlobalAlloc's contract, passed on.
+                unsafe { System.alloc(l) }
+            }
+            unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+                // SAFETY: p came from System.alloc.
+                unsafe { System.dealloc(p, l) }
+            }
+            unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+                let _ = N.try_with(|c| c.set(c.get() + 1));
+                // SAFETY: GlobalAlloc's contract, passed on.
+                unsafe { System.realloc(p, l, n) }
+            }
+        }
+        #[global_allocator]
+        static A: Counting = Counting;
+        pub fn allocations() -> u64 {
+            N.with(Cell::get)
+        }
+    }
+
+    /// Issue 40 item 4: the port check allocates nothing (a failed
+    /// allocation can no longer read as "no such port"), and EINVAL is
+    /// only the absent port's answer.
+    #[test]
+    fn the_link_layer_is_read_without_allocating_and_einval_is_only_no_such_port() {
+        let dir = std::env::temp_dir().join(format!("rsverbs-ll-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("ports/1")).expect("mkdir");
+        std::fs::create_dir_all(dir.join("ports/2")).expect("mkdir");
+        std::fs::write(dir.join("ports/1/link_layer"), "Ethernet\n").expect("write");
+        std::fs::write(dir.join("ports/2/link_layer"), "InfiniBand\n").expect("write");
+        let d = dir.to_str().expect("utf-8");
+        let before = counting::allocations();
+        assert_eq!(port_link_layer(d, 1), Ok(LinkLayer::Ethernet));
+        assert_eq!(port_link_layer(d, 2), Ok(LinkLayer::InfiniBand));
+        assert_eq!(port_link_layer(d, 3), Err(libc::EINVAL), "no such port");
+        assert_eq!(port_link_layer(d, 0), Err(libc::EINVAL), "port 0");
+        assert_eq!(counting::allocations(), before, "the port check allocated");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

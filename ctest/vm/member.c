@@ -15,6 +15,14 @@
  *       prints whether NETDEV is still a member ("after member=N"), leaves.
  *   member DEV NETDEV BINDADDR once full|sendonly rsverbs|rdmacm GROUP
  *       joins and leaves GROUP, printing membership after each.
+ *   member DEV NETDEV BINDADDR privdrop rsverbs|rdmacm UID
+ *       a privilege drop (issue 40's acceptance): as root, attaches (rsverbs)
+ *       and joins; then setgroups(0), setresgid(UID), setresuid(UID); then
+ *       attaches, detaches and leaves again. The kernel refuses the
+ *       rdma_cm fd opened as root to the new credentials (EACCES,
+ *       ucma_write -> ib_safe_file_access): librdmacm's calls fail with it
+ *       and its memberships stay; rsverbs replaces the fd. One "step" line
+ *       per call, then "final GROUP member=M" for each group.
  * rsverbs' functions are found with dlsym (preloaded or relinked alike);
  * "rsverbs" without them is an error (exit 2). Other failures: "FAIL" lines
  * and exit 1. */
@@ -25,6 +33,7 @@
 #include <net/if.h>
 #include <poll.h>
 #include <rdma/rdma_cma.h>
+#include <grp.h>
 #include <sys/wait.h>
 
 typedef int (*member_fn)(struct ibv_context *, uint8_t, const union ibv_gid *, int);
@@ -213,6 +222,68 @@ static void extra(void)
 	printf("extra done\n");
 }
 
+/* The privilege drop's groups (239.77.5.3x): attached or joined before
+ * the drop, kept or ended after it; and made after it. */
+enum { PD_ATT_DETACH, PD_JOIN_LEAVE, PD_ATT_KEEP, PD_JOIN_KEEP, PD_SO_LEAVE, PD_ATT_AFTER, PD_JOIN_AFTER, PD_N };
+static const char *const pd_name[PD_N] = { "attached-then-detached", "joined-then-left", "attached-kept", "joined-kept",
+					   "sendonly-then-left", "attached-after", "joined-after" };
+
+static void drop_to(uid_t uid)
+{
+	if (setgroups(0, NULL) || setresgid(uid, uid, uid) || setresuid(uid, uid, uid))
+		die("dropping to uid %u: %s", (unsigned)uid, strerror(errno));
+	if (geteuid() != uid || getegid() != uid)
+		die("still euid %u egid %u", (unsigned)geteuid(), (unsigned)getegid());
+	printf("dropped uid=%u\n", (unsigned)uid);
+	fflush(stdout);
+}
+
+static int pd_attach(struct ibv_qp *qp, int attach, const union ibv_gid *g)
+{
+	union ibv_gid m = *g;
+	return attach ? ibv_attach_mcast(qp, &m, 0) : ibv_detach_mcast(qp, &m, 0);
+}
+
+/* rsverbs: every kind of membership before the drop, the first call after
+ * it meets the fd's EACCES. librdmacm: its joins before, its calls after
+ * (the kernel's answer to both libraries; librdmacm passes it on). */
+static void privdrop(int rs, uid_t uid)
+{
+	union ibv_gid g[PD_N];
+	char a[32];
+	for (int i = 0; i < PD_N; i++) {
+		snprintf(a, sizeof(a), "239.77.5.%d", 30 + i);
+		v4_gid(&g[i], a);
+	}
+	struct ibv_qp *qp = NULL;
+	if (rs) {
+		struct ibv_pd *pd = ibv_alloc_pd(ctx);
+		struct ibv_cq *cq = pd ? ibv_create_cq(ctx, 4, NULL, NULL, 0) : NULL;
+		if (!cq)
+			die("pd/cq: %s", strerror(errno));
+		qp = new_qp_on(pd, cq, IBV_QPT_UD);
+		struct ibv_qp_attr at = { .qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1, .qkey = 0x01234567 };
+		if (ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
+			die("modify_qp INIT: %s", strerror(errno));
+		step("root-attach", pd_attach(qp, 1, &g[PD_ATT_DETACH]), &g[PD_ATT_DETACH]);
+		step("root-attach-kept", pd_attach(qp, 1, &g[PD_ATT_KEEP]), &g[PD_ATT_KEEP]);
+	}
+	step("root-join", do_join(rs, &g[PD_JOIN_LEAVE], RDMA_MC_JOIN_FLAG_FULLMEMBER), &g[PD_JOIN_LEAVE]);
+	step("root-join-kept", do_join(rs, &g[PD_JOIN_KEEP], RDMA_MC_JOIN_FLAG_FULLMEMBER), &g[PD_JOIN_KEEP]);
+	step("root-join-sendonly", do_join(rs, &g[PD_SO_LEAVE], RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER), &g[PD_SO_LEAVE]);
+	drop_to(uid);
+	if (rs) {
+		step("attach-after-drop", pd_attach(qp, 1, &g[PD_ATT_AFTER]), &g[PD_ATT_AFTER]);
+		step("detach-after-drop", pd_attach(qp, 0, &g[PD_ATT_DETACH]), &g[PD_ATT_DETACH]);
+	}
+	step("leave-after-drop", do_leave(rs, &g[PD_JOIN_LEAVE], RDMA_MC_JOIN_FLAG_FULLMEMBER), &g[PD_JOIN_LEAVE]);
+	step("join-after-drop", do_join(rs, &g[PD_JOIN_AFTER], RDMA_MC_JOIN_FLAG_FULLMEMBER), &g[PD_JOIN_AFTER]);
+	step("leave-sendonly-after-drop", do_leave(rs, &g[PD_SO_LEAVE], RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER), &g[PD_SO_LEAVE]);
+	for (int i = 0; i < PD_N; i++)
+		printf("final %s member=%d\n", pd_name[i], ip_member(netdev, &g[i]));
+	fflush(stdout);
+}
+
 static int kind_of(const char *k)
 {
 	if (!strcmp(k, "full"))
@@ -235,7 +306,7 @@ int main(int argc, char **argv)
 	print_served_by(stderr);
 	rs_join = (member_fn)dlsym(RTLD_DEFAULT, "rsverbs_mcast_join");
 	rs_leave = (member_fn)dlsym(RTLD_DEFAULT, "rsverbs_mcast_leave");
-	const char *lib = !strcmp(what, "seq") ? argv[5] : argc >= 8 ? argv[6] : "rsverbs";
+	const char *lib = !strcmp(what, "seq") || !strcmp(what, "privdrop") ? argv[5] : argc >= 8 ? argv[6] : "rsverbs";
 	int rs = strcmp(lib, "rsverbs") == 0;
 	if (rs && (!rs_join || !rs_leave)) {
 		fprintf(stderr, "member: rsverbs_mcast_join is not loaded\n");
@@ -247,6 +318,8 @@ int main(int argc, char **argv)
 		seq(rs);
 	} else if (!strcmp(what, "extra")) {
 		extra();
+	} else if (!strcmp(what, "privdrop") && argc >= 7) {
+		privdrop(rs, (uid_t)strtoul(argv[6], NULL, 10));
 	} else if (argc >= 8 && (!strcmp(what, "hold") || !strcmp(what, "once"))) {
 		union ibv_gid g;
 		int flags = kind_of(argv[5]);

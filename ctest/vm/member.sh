@@ -22,6 +22,15 @@
 #             reaped (its sockets or rdma_cm fd closed by the kernel).
 #   traced    RSVERBS_TRACE=FILE: a "member join"/"member leave" line for
 #             each call past the argument checks, with its kind and result.
+#   privdrop  issue 40's acceptance: a program attaches and joins as root,
+#             drops to nobody (setgroups, setresgid, setresuid), then
+#             attaches, detaches and leaves again. librdmacm's calls after
+#             the drop answer EACCES (the kernel's rule: ucma_write,
+#             ib_safe_file_access) and the group it left stays joined;
+#             rsverbs (RSVERBS_MCAST_FABRICJOIN=roce, preloaded and
+#             relinked, traced with hints) ends with every membership asked
+#             for and none left, in /proc/net/igmp, and its trace tells the
+#             fd replaced, with hint[fabric-join-cred-change].
 set -uo pipefail
 source "$(dirname "$0")/../lib.sh"
 W=$(mktemp -d)
@@ -130,4 +139,36 @@ check "traced: a member line for each of the 8 calls past the door ($(grep -c ' 
 	test "$(grep -c " member \(join\|leave\) dev=$DEV port=1 .* as=\(full\|sendonly\) result=" "$tr")" -eq 8
 check "traced: the send-only join's line" grep -q " member join dev=$DEV port=1 .* as=sendonly result=0$" "$tr"
 check "traced: the refused leave's line names EADDRNOTAVAIL" grep -q " member leave .* as=full result=EADDRNOTAVAIL(99)$" "$tr"
+# privdrop: a privilege drop after the rdma_cm fd was opened as root.
+PU=$(id -u nobody)
+timeout "$TMO" "$P" "$DEV" "$ND" "$ADDR" privdrop rdmacm "$PU" > "$W/privdrop.rdmacm" 2> "$W/privdrop.rdmacm.err"
+check "privdrop rdmacm: runs (rc $?)" grep -q "^dropped uid=$PU" "$W/privdrop.rdmacm"
+for s in leave-after-drop join-after-drop leave-sendonly-after-drop; do
+	check "privdrop rdmacm: $s answers EACCES (13): the kernel's rule" grep -q "^step $s rc=-1 errno=13 " "$W/privdrop.rdmacm"
+done
+check "privdrop rdmacm: the group it left after the drop stays joined" grep -qx 'final joined-then-left member=1' "$W/privdrop.rdmacm"
+check "privdrop rdmacm: the group it joined after the drop is not" grep -qx 'final joined-after member=0' "$W/privdrop.rdmacm"
+dmesg 2>/dev/null | grep -m1 'changed security contexts' > "$W/privdrop.dmesg" || true
+for m in preload:LD_PRELOAD="$RSVERBS_LIB":"$P" relinked:X=1:"$P.rsv"; do
+	IFS=: read -r label e prog <<< "$m"
+	tr=$W/privdrop.$label.trace
+	rm -f "$tr"
+	timeout "$TMO" env "$e" RSVERBS_MCAST_FABRICJOIN=roce RSVERBS_TRACE="hints:$tr" "$prog" "$DEV" "$ND" "$ADDR" privdrop rsverbs "$PU" \
+		> "$W/privdrop.$label" 2> "$W/privdrop.$label.err"
+	rc=$?
+	check "privdrop $label: exits 0 (rc $rc)" test $rc -eq 0
+	check "privdrop $label: dropped to nobody" grep -q "^dropped uid=$PU" "$W/privdrop.$label"
+	check "privdrop $label: every call answered 0 ($(grep -c '^step .* rc=0 ' "$W/privdrop.$label") of 10)" \
+		test "$(grep -c '^step .* rc=0 errno=0 ' "$W/privdrop.$label")" -eq 10
+	for f in attached-then-detached:0 joined-then-left:0 attached-kept:1 joined-kept:1 sendonly-then-left:0 attached-after:1 joined-after:1; do
+		check "privdrop $label: ${f%:*} ends member=${f#*:} in /proc/net/igmp" grep -qx "final ${f%:*} member=${f#*:}" "$W/privdrop.$label"
+	done
+	check "privdrop $label: the 5 memberships held are told lost at cred-change ($(grep -c 'fabricjoin lost .* step=cred-change result=EACCES(13)$' "$tr" 2>/dev/null))" \
+		test "$(grep -c 'fabricjoin lost .* step=cred-change result=EACCES(13)$' "$tr")" -eq 5
+	check "privdrop $label: the fd is replaced, all 5 joined again" \
+		grep -q 'fabricjoin replaced the rdma_cm fd: cause=cred-change .* held=5 rejoined=5 result=0$' "$tr"
+	check "privdrop $label: one hint names the privilege drop and the replacement" \
+		test "$(grep -c 'hint\[fabric-join-cred-change\]: .*privilege drop.*closed the fd (the kernel left its 5 groups with it), opened a new one with the new credentials and joined again 5 of the 5 memberships it held' "$tr")" -eq 1
+	check "privdrop $label: no hint[fabric-join-failed]" test "$(grep -c 'hint\[fabric-join-failed\]' "$tr")" -eq 0
+done
 finish

@@ -28,6 +28,14 @@ for mode in relinked preload; do
     check "$l: served by librsverbs" grep -q 'served-by ibv_attach_mcast=librsverbs.so.1' "$W/$l.nomem.err"
     check "$l: every verb answers as with memory ($(wc -l < "$W/$l.mem") calls)" diff -u "$W/$l.mem" "$W/$l.nomem"
     check "$l: the verbs succeeded" test "$(grep -c 'ret=0 ' "$W/$l.nomem")" -ge 6
+    # rsverbs_mcast_join/_leave (issue 40 item 4): with memory 0 and 0;
+    # without, the join ENOMEM (never EINVAL, "no such port") and the
+    # leave of what was not joined EADDRNOTAVAIL.
+    check "$l: explicit join and leave with memory: 0, 0" \
+      test "$(grep -c '^member \(join\|leave\) ret=0 errno=' "$W/$l.mem.err")" -eq 2
+    check "$l: explicit join without memory: ENOMEM ($(grep -h '^member join' "$W/$l.nomem.err"))" \
+      grep -qx 'member join ret=-1 errno=12' "$W/$l.nomem.err"
+    check "$l: its leave: EADDRNOTAVAIL" grep -qx 'member leave ret=-1 errno=99' "$W/$l.nomem.err"
     if [ $feat = plain ]; then
       check "$l: no verb allocates ($(grep -h 'allocations' "$W/$l.mem.err"))" grep -q 'allocations: 0 failed, 0 made' "$W/$l.mem.err"
     else

@@ -24,6 +24,17 @@
  * each first call, so that the call's line opens the file again by its
  * path (the sink's re-open: the deepest trace path).
  *
+ * Failure paths (issue 40 item 3), by the environment: STACK_PENDING_RUN=1
+ * makes three ENODATA GID queries (indexes 9 to 11) before each first call, so that the
+ * trace's collapsed run is pending when the call's first line (and the
+ * file's re-open, as root) comes; STACK_CRED_CHANGE=1 joins a group as
+ * root before everything (the fabric join's rdma_cm fd opened) and drops
+ * one capability from the bounding set (PR_CAPBSET_DROP: new credentials,
+ * still root) before each call of attach, detach, join and leave, so that
+ * each meets EACCES on that fd (ucma_write, ib_safe_file_access) and
+ * replaces it. stack.sh runs the fabric join's failed open apart, in a
+ * mount namespace where /dev/infiniband/rdma_cm is not the device.
+ *
  * signal: the handler runs on an 8 KiB (8,192-byte) alternate stack
  * mmap'ed above a PROT_NONE guard page: a verb that overflows it dies with
  * SIGSEGV. Its answers must equal the normal run's (stack.sh compares). */
@@ -33,6 +44,7 @@
 #include <arpa/inet.h>
 #include <limits.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <ucontext.h>
 
 #define PATTERN 0xa5
@@ -273,6 +285,21 @@ static size_t call(int mode, int first)
 	return n;
 }
 
+/* STACK_CRED_CHANGE: one more capability out of the bounding set (the
+ * credentials change; root keeps what the test needs: CAP_SETPCAP,
+ * CAP_SYS_ADMIN, CAP_NET_*, CAP_DAC_*). */
+static void drop_one_cap(void)
+{
+	static const int caps[] = { 22, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40,
+				    25, 18, 17, 16, 15, 11, 10, 9 };
+	static unsigned next;
+	if (next >= sizeof(caps) / sizeof(caps[0]))
+		die("no capability left to drop");
+	if (prctl(PR_CAPBSET_DROP, caps[next], 0, 0, 0))
+		die("PR_CAPBSET_DROP %d: %s", caps[next], strerror(errno));
+	next++;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3 || (strcmp(argv[2], "measure") && strcmp(argv[2], "normal") && strcmp(argv[2], "signal")) ||
@@ -315,6 +342,16 @@ int main(int argc, char **argv)
 	} else if (mode == 's') {
 		setup_altstack();
 	}
+	int pending_run = getenv("STACK_PENDING_RUN") != NULL, cred_change = getenv("STACK_CRED_CHANGE") != NULL;
+	if (cred_change) {
+		/* The rdma_cm fd opened (and a membership held) with root's
+		 * first credentials; ctx0 stays open. */
+		union ibv_gid x;
+		struct ibv_context *ctx0 = open_by_name(argv[1]);
+		gid_from_hex(&x, "00000000000000000000ffffef0a0a0b");
+		if (!rs.join || rs.join(ctx0, 1, &x, RSVERBS_MCAST_FULLMEMBER))
+			die("STACK_CRED_CHANGE: the first join: %s", strerror(errno));
+	}
 	/* An IPv4-mapped group and an IPv6 one: the IP join's two families. */
 	const char *groups[2] = { "00000000000000000000ffffef0a0a0a", "ff0e00000000000000000000000a0a0a" };
 	for (enum op o = 0; o < N_OPS; o++) {
@@ -341,10 +378,18 @@ int main(int argc, char **argv)
 				if (round == 1 && (o == DETACH || o == R_DETACH || o == R_ATTACHMENTS))
 					if (ibv_attach_mcast(qp, &group, 0))
 						die("attach before %s: %s", names[o], strerror(errno));
-				/* A leave of a membership joined first, in both rounds. */
-				if (o == R_MCAST_LEAVE && rs.join(ctx, 1, &group, RSVERBS_MCAST_FULLMEMBER))
+				/* A leave of a membership joined first, in both rounds
+				 * (STACK_JOIN_MAY_FAIL: the fabric join's open fails; the
+				 * leave then answers EADDRNOTAVAIL). */
+				if (o == R_MCAST_LEAVE && rs.join(ctx, 1, &group, RSVERBS_MCAST_FULLMEMBER) &&
+				    !getenv("STACK_JOIN_MAY_FAIL"))
 					die("join before %s: %s", names[o], strerror(errno));
 				cur = o;
+				if (pending_run && round == 0)
+					for (int k = 9; k < 12; k++)
+						v.query_gid_ex(ctx, 1, k, &entry_v, 0, sizeof(entry_v));
+				if (cred_change && by_group && g == 0)
+					drop_one_cap();
 				peak[round] = call(mode, round == 0);
 				if (peak[round] >= base)
 					peak[round] -= base;

@@ -8,7 +8,14 @@
 # alternate stack whose lower end is a guard page answers as when called
 # normally, and as rdma-core alone does. Relinked and preloaded, plain,
 # with both features, with the trace alone (hints), and with the fabric
-# join and the trace (fabric).
+# join and the trace (fabric). And the failure paths (issue 40 item 3),
+# each with the fabric join and the trace: fabricfail (the join's open
+# fails: a mount namespace where /dev/infiniband/rdma_cm is a regular
+# file, ENODEV, its failed line and hint written in the call), pending (a
+# collapsed ENODATA run pending before each first call, written by it
+# with the file's re-open as root), eacces (the rdma_cm fd opened as root
+# first, then a capability dropped from the bounding set before each
+# attach, detach, join and leave: each meets EACCES and replaces the fd).
 set -uo pipefail
 source "$(dirname "$0")/../lib.sh"
 W=$(mktemp -d)
@@ -50,13 +57,22 @@ for mode in relinked preload; do
   # (its /proc reads and its longest line) instead of the IP join's lines.
   # fabric: the fabric join's engine (rdma_cm, docs/fabric-join.md) with
   # the trace, its event read and its hints written inside the attach.
-  for feat in plain features hints fabric; do
+  for feat in plain features hints fabric fabricfail pending eacces; do
     E=(-u RSVERBS_TRACE -u RSVERBS_MCAST_IPJOIN)
+    F=(-u RSVERBS_MCAST_IPJOIN RSVERBS_MCAST_FABRICJOIN=roce RSVERBS_TRACE="hints:$W/$mode.$feat.trace")
+    [ $feat = fabricfail ] && E=("${F[@]}" STACK_JOIN_MAY_FAIL=1)
+    [ $feat = pending ] && E=("${F[@]}" STACK_PENDING_RUN=1)
+    [ $feat = eacces ] && E=("${F[@]}" STACK_CRED_CHANGE=1)
     [ $feat = features ] && E=(RSVERBS_MCAST_IPJOIN=1 RSVERBS_TRACE="hints:$W/$mode.$feat.trace")
     [ $feat = hints ] && E=(-u RSVERBS_MCAST_IPJOIN RSVERBS_TRACE="hints:$W/$mode.$feat.trace")
     [ $feat = fabric ] && E=(-u RSVERBS_MCAST_IPJOIN RSVERBS_MCAST_FABRICJOIN=roce RSVERBS_TRACE="hints:$W/$mode.$feat.trace")
     l=$mode.$feat
-    timeout 120 env "${E[@]}" "${P[@]}" "$DEV" measure "$BUDGET" > "$W/$l.measure" 2> "$W/$l.measure.err"
+    X=()
+    if [ $feat = fabricfail ]; then
+      : > "$W/not-rdma_cm"
+      X=(unshare -m sh -c 'mount --bind "$0" /dev/infiniband/rdma_cm && exec "$@"' "$W/not-rdma_cm")
+    fi
+    timeout 120 "${X[@]}" env "${E[@]}" "${P[@]}" "$DEV" measure "$BUDGET" > "$W/$l.measure" 2> "$W/$l.measure.err"
     rc=$?
     sed "s/^/stack: $l: /" "$W/$l.measure"
     check "$l: served by librsverbs" grep -q 'served-by ibv_attach_mcast=librsverbs.so.1' "$W/$l.measure.err"
@@ -71,10 +87,20 @@ for mode in relinked preload; do
         test "$(grep -c 'fabricjoin joined' "$W/$l.trace" 2>/dev/null)" -ge 2
     elif [ $feat = hints ]; then
       check "$l: the calls were traced with their hints" grep -q 'hint\[no-ip-join\]' "$W/$l.trace"
+    elif [ $feat = fabricfail ]; then
+      check "$l: the fabric joins failed at open, line and hint ($(grep -c 'step=open result=ENODEV' "$W/$l.trace" 2>/dev/null))" \
+        test "$(grep -c 'fabricjoin join .* step=open result=ENODEV(19)$' "$W/$l.trace" 2>/dev/null)" -ge 2 -a \
+        "$(grep -c 'hint\[fabric-join-failed\]: .* at open' "$W/$l.trace" 2>/dev/null)" -ge 2
+    elif [ $feat = pending ]; then
+      check "$l: ENODATA runs were written by later calls ($(grep -c ' ×3$' "$W/$l.trace" 2>/dev/null))" \
+        test "$(grep -c '_ibv_query_gid_ex .* index=9\.\.11 .* result=ENODATA(61) ×3$' "$W/$l.trace" 2>/dev/null)" -ge 10
+    elif [ $feat = eacces ]; then
+      check "$l: the rdma_cm fd was replaced after each credential change ($(grep -c 'fabricjoin replaced' "$W/$l.trace" 2>/dev/null))" \
+        test "$(grep -c 'fabricjoin replaced the rdma_cm fd: cause=cred-change' "$W/$l.trace" 2>/dev/null)" -ge 4
     fi
-    timeout 120 env "${E[@]}" "${P[@]}" "$DEV" normal > "$W/$l.normal" 2> "$W/$l.normal.err"
+    timeout 120 "${X[@]}" env "${E[@]}" "${P[@]}" "$DEV" normal > "$W/$l.normal" 2> "$W/$l.normal.err"
     check "$l: called normally, exits 0" test $? -eq 0
-    timeout 120 env "${E[@]}" "${P[@]}" "$DEV" signal > "$W/$l.signal" 2> "$W/$l.signal.err"
+    timeout 120 "${X[@]}" env "${E[@]}" "${P[@]}" "$DEV" signal > "$W/$l.signal" 2> "$W/$l.signal.err"
     rc=$?
     check "$l: every call from a handler on an 8 KiB sigaltstack, exits 0 (rc $rc)" test "$rc" -eq 0
     check "$l: the handler's answers equal the normal calls' ($(wc -l < "$W/$l.normal") lines)" diff -u "$W/$l.normal" "$W/$l.signal"

@@ -135,6 +135,11 @@ pub enum Outcome {
     /// program closed rsverbs' rdma_cm fd), `cred-change` (the fd answered
     /// EACCES after a credential change: replaced, and joined again at once).
     Lost { ifindex: u32, mgid: Mgid, step: &'static str, errno: c_int },
+    /// The fd answered EACCES after a credential change and was replaced
+    /// ([`Channel::replace`]): `held` memberships were on it, `rejoined`
+    /// of them joined again on the new fd; `errno` why no new fd could be
+    /// opened (0 when one was). After the `Lost` outcomes of each.
+    Replaced { held: u32, rejoined: u32, errno: c_int },
 }
 
 /// The process's rdma_cm fd, its IDs, its memberships (the joins asked and
@@ -165,10 +170,30 @@ pub struct Channel {
     /// A command answered EACCES: the fd is lost to this process
     /// ([`Channel::replace`]).
     revoked: bool,
-    /// The join being waited for, and the errno its error event gave.
-    waiting: Option<u32>,
-    wait_errno: c_int,
+    /// The joins whose answers calls wait for, each with its call's token:
+    /// the waits run with the lock released (mod.rs `exclusive`), so
+    /// another call may read the answer, end the membership, or replace
+    /// the fd meanwhile, and tells it here.
+    waits: Vec<Wait>,
+    /// The token of the call holding the lock ([`Channel::begin`]).
+    token: u64,
 }
+
+/// A join a call waits for: its handle (retargeted when a replacement
+/// joins it again on a new fd), until when, and how it ended, once it has
+/// (`Some(0)`: answered, or left by another call; `Some(errno)`: refused
+/// or ended).
+struct Wait {
+    token: u64,
+    handle: u32,
+    deadline_us: u64,
+    done: Option<c_int>,
+    want: Want,
+}
+
+/// How long a wait for an answer sleeps before it looks again whether
+/// another call read the answer meanwhile (the fd then stays unreadable).
+pub const WAIT_SLICE_MS: u32 = 10;
 
 impl Channel {
     pub const fn new() -> Self {
@@ -181,9 +206,15 @@ impl Channel {
             full: Counts::new(),
             sendonly: Counts::new(),
             revoked: false,
-            waiting: None,
-            wait_errno: 0,
+            waits: Vec::new(),
+            token: 0,
         }
+    }
+
+    /// A new call under the lock: its token names the waits it starts.
+    pub fn begin(&mut self) -> u64 {
+        self.token = self.token.wrapping_add(1);
+        self.token
     }
 
     /// The counts of the joins in state `flags` (`JOIN_FULL` or
@@ -201,6 +232,12 @@ impl Channel {
 
     fn outcome(&mut self, o: Outcome) {
         let _ = crate::os::try_push(&mut self.outcomes, o);
+    }
+
+    /// Keeps a caller's outcome (a join that failed before its answer)
+    /// for [`Channel::report`], after the call's work.
+    pub fn tell(&mut self, o: Outcome) {
+        self.outcome(o);
     }
 
     /// Whether the fd is still rsverbs' (see the module's comment); false
@@ -281,17 +318,27 @@ impl Channel {
     /// closes that one and leaves the rest to the next call.
     fn replace(&mut self) {
         let old = self.drop_revoked();
-        if self.open().is_err() {
-            return;
+        let held = old.len() as u32;
+        if let Err(errno) = self.open() {
+            return self.outcome(Outcome::Replaced { held, rejoined: 0, errno });
         }
+        let mut rejoined = 0;
         for j in &old {
             let w = Want { wait_ms: 0, ..j.want };
-            let _ = self.join_once(&w);
+            if let Ok(h) = self.join_once(&w) {
+                rejoined += 1;
+                // A call waiting for the old join's answer waits for the new one's.
+                for wt in self.waits.iter_mut().filter(|wt| wt.handle == j.handle) {
+                    wt.handle = h.0;
+                    wt.done = None;
+                }
+            }
             if self.revoked {
                 let _ = self.drop_revoked();
-                return;
+                break;
             }
         }
+        self.outcome(Outcome::Replaced { held, rejoined, errno: 0 });
     }
 
     /// Closes a revoked fd (still ours: its identity was checked before the
@@ -325,15 +372,16 @@ impl Channel {
     }
 
     /// Joins `w.mgid` on `w.ifindex` (bound to `w.bind`, joined as
-    /// `w.group`, in the join state `w.flags`), waits at most `w.wait_ms`
-    /// for the answer, and counts it held in `w.flags`' counts (a join not
-    /// answered yet is held: its refusal, read later, forgets it). Its own
-    /// refusal within the wait is its Err (`event`); the events read
+    /// `w.group`, in the join state `w.flags`) and counts it held in
+    /// `w.flags`' counts at once (a join not answered yet is held: its
+    /// refusal, read later, forgets it). Its answer is awaited by the call
+    /// (up to `w.wait_ms`, with the lock released: mod.rs `exclusive`,
+    /// [`Channel::next_wait`], [`Channel::take_waits`]); the events read
     /// meanwhile are kept for [`Channel::report`]. An fd lost to a
     /// credential change is replaced ([`Channel::replace`]) and the join
-    /// made on the new one.
+    /// made on the new one. Err: the step that failed before the answer.
     #[inline(never)]
-    pub fn join(&mut self, w: &Want) -> Result<Handle, (&'static str, c_int)> {
+    pub fn join_start(&mut self, w: &Want) -> Result<Handle, (&'static str, c_int)> {
         let r = self.join_once(w);
         if !self.revoked {
             return r;
@@ -343,6 +391,28 @@ impl Channel {
         if self.revoked {
             let _ = self.drop_revoked();
         }
+        r
+    }
+
+    /// [`Channel::join_start`] and its wait, with the lock held (the logic
+    /// tests' way, and the attach's and explicit join's before the lock
+    /// was released across the wait): its own refusal within the wait is
+    /// its Err (`event`).
+    #[cfg(test)]
+    pub fn join(&mut self, w: &Want) -> Result<Handle, (&'static str, c_int)> {
+        let token = self.begin();
+        let h = self.join_start(w)?;
+        while let Some((fd, ms)) = self.next_wait(token) {
+            crate::sys::readable_within(fd, ms);
+        }
+        let mut r = Ok(h);
+        self.take_waits(token, |wt, res| {
+            if let Err(e) = res {
+                r = Err(("event", e));
+            } else {
+                r = Ok(Handle(wt.1));
+            }
+        });
         r
     }
 
@@ -361,27 +431,55 @@ impl Channel {
             .map_err(|e| ("join", e))?;
         let handle = u32::from_ne_bytes(resp);
         self.joins.push(Join { handle, id, answered: false, want: *w });
-        self.waiting = Some(handle);
-        self.wait_errno = 0;
-        let t0 = crate::os::monotonic_us();
-        while self.fd >= 0 && !self.revoked && self.joins.iter().any(|j| j.handle == handle && !j.answered) {
-            let spent = (crate::os::monotonic_us().saturating_sub(t0) / 1000) as u32;
-            if spent >= w.wait_ms || !crate::sys::readable_within(self.fd, w.wait_ms - spent) {
-                break;
-            }
-            // The fd's identity is checked again before the read (cmd).
-            self.drain(Some(handle));
-        }
-        self.waiting = None;
-        if self.revoked {
-            self.joins.retain(|j| j.handle != handle);
-            return Err(("event", libc::EACCES));
-        }
-        if !self.joins.iter().any(|j| j.handle == handle) {
-            return Err(("event", if self.wait_errno != 0 { self.wait_errno } else { libc::EIO }));
-        }
         self.counts(w.flags).joined(w.ifindex, &w.mgid, Handle(handle));
+        if w.wait_ms > 0 {
+            let deadline_us = crate::os::monotonic_us() + u64::from(w.wait_ms) * 1000;
+            // No room to wait: the answer is read lazily, as after a wait.
+            let _ = crate::os::try_push(&mut self.waits, Wait { token: self.token, handle, deadline_us, done: None, want: *w });
+        }
         Ok(Handle(handle))
+    }
+
+    /// Reads the events queued (each attributed: the waits of every call
+    /// are told), replaces an fd lost to a credential change, and says how
+    /// long call `token` still waits for an answer and on which fd; None
+    /// when it waits for none (each answered, ended, or past its time).
+    /// Waits of calls long past their time (a thread that ended inside)
+    /// are dropped.
+    pub fn next_wait(&mut self, token: u64) -> Option<(c_int, u32)> {
+        if self.waits.iter().all(|w| w.token != token) {
+            return None;
+        }
+        self.drain(None);
+        if self.revoked {
+            self.replace();
+        }
+        let now = crate::os::monotonic_us();
+        self.waits.retain(|w| w.token == token || now < w.deadline_us + 1_000_000);
+        if self.fd < 0 {
+            return None;
+        }
+        let left = self.waits.iter().filter(|w| w.token == token && w.done.is_none() && now < w.deadline_us).map(|w| w.deadline_us - now).min()?;
+        Some((self.fd, left.div_ceil(1000).min(u64::from(WAIT_SLICE_MS)) as u32))
+    }
+
+    /// Hands each wait of call `token` to `f` with its result, and forgets
+    /// them: Ok (answered, left by another call, or not answered yet: held,
+    /// its answer read lazily), or the errno that ended it.
+    pub fn take_waits(&mut self, token: u64, mut f: impl FnMut((Want, u32), Result<(), c_int>)) {
+        let mut i = 0;
+        while i < self.waits.len() {
+            if self.waits[i].token != token {
+                i += 1;
+                continue;
+            }
+            let w = self.waits.swap_remove(i);
+            let r = match w.done {
+                Some(e) if e != 0 => Err(e),
+                _ => Ok(()),
+            };
+            f((w.want, w.handle), r);
+        }
     }
 
     /// Leaves the membership `h` holds (the kernel's answer; EINVAL or
@@ -392,6 +490,7 @@ impl Channel {
     #[inline(never)]
     pub fn leave(&mut self, h: Handle) -> Result<(), c_int> {
         self.joins.retain(|j| j.handle != h.0);
+        self.wait_done(h.0, 0);
         let mut resp = [0u8; cm::ID_RESP_LEN];
         let r = self.cmd(&cm::leave(resp.as_mut_ptr() as u64, h.0));
         if r.is_ok() {
@@ -442,6 +541,7 @@ impl Channel {
                 j.answered = true;
                 let (ifindex, mgid, asked) = (j.want.ifindex, j.want.mgid, j.want.asked);
                 self.outcome(Outcome::Joined { ifindex, mgid, qkey: e.qkey, mlid: e.mlid, asked });
+                self.wait_done(e.id, 0);
             }
             return;
         }
@@ -476,12 +576,24 @@ impl Channel {
     /// Tells how `j` ended: to the join waiting for it (its Err), or as an
     /// outcome (`Failed` before its answer, `Lost` after).
     fn told(&mut self, j: &Join, step: &'static str, errno: c_int) {
-        if self.waiting == Some(j.handle) {
-            self.wait_errno = errno;
+        if self.wait_done(j.handle, errno) {
             return;
         }
         let (ifindex, mgid) = (j.want.ifindex, j.want.mgid);
         self.outcome(if j.answered { Outcome::Lost { ifindex, mgid, step, errno } } else { Outcome::Failed { ifindex, mgid, step, errno } });
+    }
+
+    /// The wait for `handle`'s answer, if a call is still waiting, ends
+    /// with `errno` (0: answered or left); true when there was one.
+    fn wait_done(&mut self, handle: u32, errno: c_int) -> bool {
+        let now = crate::os::monotonic_us();
+        match self.waits.iter_mut().find(|w| w.handle == handle && w.done.is_none() && now < w.deadline_us) {
+            Some(w) => {
+                w.done = Some(errno);
+                true
+            }
+            None => false,
+        }
     }
 
     fn destroy(&mut self, id: u32) {
@@ -502,6 +614,7 @@ impl Channel {
         core::mem::forget(core::mem::take(&mut self.ids));
         core::mem::forget(core::mem::take(&mut self.joins));
         core::mem::forget(core::mem::take(&mut self.outcomes));
+        core::mem::forget(core::mem::take(&mut self.waits));
         core::mem::forget(core::mem::replace(&mut self.full, Counts::new()));
         core::mem::forget(core::mem::replace(&mut self.sendonly, Counts::new()));
         self.revoked = false;
@@ -758,6 +871,7 @@ mod tests {
             let lost = Outcome::Lost { ifindex: 3, mgid: g(m), step: "cred-change", errno: libc::EACCES };
             assert!(o.contains(&lost), "{o:?}");
         }
+        assert!(o.contains(&Outcome::Replaced { held: 2, rejoined: 2, errno: 0 }), "{o:?}");
         // Another change: a leave meets EACCES on the new fd.
         fake::with(|f| f.eacces = Some(1));
         let left = ch.counts(JOIN_FULL).detach(key(1), &g(6)).expect("alloc").into_iter().collect::<Vec<_>>();
@@ -810,25 +924,44 @@ pub(super) mod fake {
         pub program: Option<(c_int, c_int)>,
     }
 
+    /// Each thread's stand-in: its own, or one shared with another thread
+    /// ([`share`], [`adopt`]: two calls of one process on one fd).
+    type Shared = std::sync::Arc<std::sync::Mutex<Fake>>;
+
     thread_local! {
-        static FAKE: RefCell<Option<Fake>> = const { RefCell::new(None) };
+        static FAKE: RefCell<Option<Shared>> = const { RefCell::new(None) };
     }
 
     /// Installs a stand-in on this thread (each test its own).
     pub fn install(f: Fake) {
-        FAKE.with(|x| *x.borrow_mut() = Some(f));
+        FAKE.with(|x| *x.borrow_mut() = Some(std::sync::Arc::new(std::sync::Mutex::new(f))));
+    }
+
+    /// This thread's stand-in, for another thread to [`adopt`].
+    pub fn share() -> Shared {
+        FAKE.with(|x| x.borrow().clone().expect("a stand-in installed"))
+    }
+
+    pub fn adopt(s: Shared) {
+        FAKE.with(|x| *x.borrow_mut() = Some(s));
+    }
+
+    fn get() -> Option<Shared> {
+        FAKE.with(|x| x.borrow().clone())
     }
 
     pub fn with<R>(f: impl FnOnce(&mut Fake) -> R) -> R {
-        FAKE.with(|x| f(x.borrow_mut().as_mut().expect("a stand-in installed")))
+        let s = get().expect("a stand-in installed");
+        let mut g = s.lock().expect("the stand-in");
+        f(&mut g)
     }
 
     pub fn send(fd: c_int, b: &[u8]) -> Option<Result<(), c_int>> {
-        FAKE.with(|x| x.borrow_mut().as_mut().map(|f| f.command(fd, b)))
+        get().map(|s| s.lock().expect("the stand-in").command(fd, b))
     }
 
     pub fn open() -> Option<Result<c_int, c_int>> {
-        FAKE.with(|x| x.borrow_mut().as_mut().map(|f| Ok(f.open())))
+        get().map(|s| Ok(s.lock().expect("the stand-in").open()))
     }
 
     /// A 336-byte event (`struct rdma_ucm_event_resp`): `id`, type,

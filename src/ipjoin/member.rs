@@ -52,12 +52,14 @@ use core::sync::atomic::Ordering::Relaxed;
 /// answer later than this is read lazily, as an attach's is.
 const EXPLICIT_WAIT_MS: u32 = 1000;
 
-/// The port's link layer: Some(true) for Ethernet (RoCE, iWARP), Some(false)
-/// for InfiniBand; None when the device has no such port (its sysfs
+/// The port's link layer: Ok(true) for Ethernet (RoCE, iWARP), Ok(false)
+/// for InfiniBand; EINVAL when the device has no such port (its sysfs
 /// `ports/N` is absent: the kernel's own answer to a bad port is EINVAL,
-/// device.c `rdma_is_port_valid`).
-fn ethernet(dev: &Device, port: u32) -> Option<bool> {
-    crate::port::link_layer(dev, port).map(|l| l == crate::port::LinkLayer::Ethernet)
+/// device.c `rdma_is_port_valid`), any other failure its own errno (read
+/// without allocating: a caller under memory pressure is never told its
+/// port is wrong, issue 40 item 4).
+fn ethernet(dev: &Device, port: u32) -> Result<bool, c_int> {
+    crate::port::port_link_layer(dev.sysfs(), port).map(|l| l == crate::port::LinkLayer::Ethernet)
 }
 
 /// `rsverbs_mcast_join`'s work: `Err(errno)` as the C function reports it.
@@ -66,17 +68,25 @@ pub fn join(ctx: &Context, port: u32, mgid: Mgid, kind: Kind) -> Result<(), c_in
     if !mgid.is_multicast() {
         return Err(libc::EINVAL);
     }
-    let eth = ethernet(&dev, port).ok_or(libc::EINVAL)?;
+    let eth = ethernet(&dev, port)?;
     EXPLICIT.store(true, Relaxed);
-    super::exclusive(|st| st.member_join(ctx, &dev, port, eth, mgid, kind)).unwrap_or(Err(libc::EDEADLK))
+    // The rdma_cm join's answer is waited for between the two, with the
+    // lock released (super::exclusive_then): counted at once, taken back
+    // when it is refused.
+    super::exclusive_then(
+        |st| st.member_join(ctx, &dev, port, eth, mgid, kind),
+        |st, token, r| st.member_join_done(&dev, port, mgid, kind, token, r),
+    )
+    .unwrap_or(Err(libc::EDEADLK))
 }
 
 /// `rsverbs_mcast_leave`'s work: the arguments checked as the join's.
 pub fn leave(ctx: &Context, port: u32, mgid: Mgid, kind: Kind) -> Result<(), c_int> {
     let Some(dev) = ctx.dev else { return Err(libc::EINVAL) };
-    if !mgid.is_multicast() || ethernet(&dev, port).is_none() {
+    if !mgid.is_multicast() {
         return Err(libc::EINVAL);
     }
+    ethernet(&dev, port)?;
     super::exclusive(|st| st.member_leave(&dev, port, mgid, kind)).unwrap_or(Err(libc::EDEADLK))
 }
 
@@ -84,13 +94,47 @@ impl State {
     #[inline(never)]
     fn member_join(&mut self, ctx: &Context, dev: &Device, port: u32, eth: bool, mgid: Mgid, kind: Kind) -> Result<(), c_int> {
         let name = DevName::of(dev.name());
-        let r = match self.members.join_again(&name, port, &mgid, kind) {
+        match self.members.join_again(&name, port, &mgid, kind) {
             Some(true) => self.member_join_again(&name, port, mgid, kind, || super::fabric_place(ctx, dev, port, &mgid, eth)),
             Some(false) => Err(libc::EOVERFLOW),
             None => self.member_first_join(ctx, dev, port, eth, mgid, kind),
-        };
+        }
+    }
+
+    /// After the wait for the answers of the joins call `token` started
+    /// (super::exclusive_then): the call's result, and its trace line.
+    #[inline(never)]
+    fn member_join_done(&mut self, dev: &Device, port: u32, mgid: Mgid, kind: Kind, token: u64, r: Result<(), c_int>) -> Result<(), c_int> {
+        let r = self.member_settle(&DevName::of(dev.name()), port, mgid, kind, token, r);
         note_member("join", dev, port, &mgid, kind, r.err().unwrap_or(0));
         r
+    }
+
+    /// A join refused within its wait (its own answer, matched by handle)
+    /// is the call's failure: each refusal a trace line, and the call's
+    /// count taken back (its membership ended when it was the last: other
+    /// calls may have joined or left it while this one waited).
+    fn member_settle(&mut self, name: &DevName, port: u32, mgid: Mgid, kind: Kind, token: u64, r: Result<(), c_int>) -> Result<(), c_int> {
+        let mut failed = 0;
+        self.chan.take_waits(token, |(w, _), res| {
+            if let Err(errno) = res {
+                fabric_note(cm::Outcome::Failed { ifindex: w.ifindex, mgid: w.mgid, step: "event", errno });
+                if failed == 0 {
+                    failed = errno;
+                }
+            }
+        });
+        self.chan.report(fabric_note);
+        if r.is_err() || failed == 0 {
+            return r;
+        }
+        if let Some(Leave::Last(key, how)) = self.members.leave(name, port, &mgid, kind) {
+            // Still counted when this fails (no memory), as a leave's.
+            if self.end(how, key, kind, &mgid).is_ok() {
+                self.members.remove(key);
+            }
+        }
+        Err(failed)
     }
 
     /// A join of a membership held already (counted by the caller): its
@@ -117,10 +161,11 @@ impl State {
         }
         let asked = cm::Asked { lid: None, qkey: None };
         let w = cm::Want { ifindex, bind, group, mgid, asked, flags, wait_ms: EXPLICIT_WAIT_MS };
-        let r = self.chan.join(&w);
-        self.chan.report(fabric_note);
+        let r = self.chan.join_start(&w);
         let Err((step, e)) = r else { return Ok(()) };
-        fabric_note(cm::Outcome::Failed { ifindex, mgid, step, errno: e });
+        // Traced after the call's work (member_settle): never beneath the
+        // engine's frames (docs/security.md, the stack budget).
+        self.chan.tell(cm::Outcome::Failed { ifindex, mgid, step, errno: e });
         // Not one more join: the count goes back.
         let _ = self.members.leave(name, port, &mgid, kind);
         Err(e)
@@ -194,12 +239,13 @@ impl State {
         let mut failed = 0;
         for i in to_join {
             let want = cm::Want { ifindex: i, ..w };
-            // Its own answer only (matched by handle): another
-            // membership's refusal read meanwhile is that one's.
-            let r = self.chan.join(&want);
-            self.chan.report(fabric_note);
+            // Its own answer only (matched by handle, after this call:
+            // member_settle): another membership's refusal read meanwhile
+            // is that one's.
+            let r = self.chan.join_start(&want);
             if let Err((step, e)) = r {
-                fabric_note(cm::Outcome::Failed { ifindex: i, mgid: w.mgid, step, errno: e });
+                // Traced in member_settle, as above.
+                self.chan.tell(cm::Outcome::Failed { ifindex: i, mgid: w.mgid, step, errno: e });
                 failed = e;
             }
         }
@@ -240,7 +286,8 @@ impl State {
                 let to_leave = self.chan.counts(flags_of(kind)).detach(key, mgid).map_err(|_| libc::ENOMEM)?;
                 for (i, h) in to_leave {
                     let r = self.chan.leave(h).err().unwrap_or(0);
-                    self.chan.report(fabric_note);
+                    // The events read meanwhile: reported after the call's
+                    // work (super::exclusive).
                     note_fabric("leave", "leave", i, mgid, r);
                 }
             }
@@ -278,6 +325,19 @@ mod tests {
     use super::super::sock::Pool;
     use super::*;
 
+    /// The wait of call `token`, as super::exclusive_then makes it (here
+    /// with nothing else running, so without releasing anything).
+    fn settle(st: &mut State, token: u64) {
+        while let Some((fd, ms)) = st.chan.next_wait(token) {
+            crate::sys::readable_within(fd, ms);
+        }
+    }
+
+    fn settle_member(st: &mut State, name: &DevName, mgid: Mgid, token: u64, r: Result<(), c_int>) -> Result<(), c_int> {
+        settle(st, token);
+        st.member_settle(name, 1, mgid, Kind::Full, token, r)
+    }
+
     /// A LOGIC TEST OF THE LIBRARY, NOT OF THE KERNEL (cm.rs' stand-in
     /// rdma_cm, a pipe): an explicit full membership whose fabric join is
     /// lost (`-ENETRESET` after an SM client re-register, read by some
@@ -293,7 +353,10 @@ mod tests {
         let key = st.members.prepare().expect("room");
         let asked = cm::Asked { lid: None, qkey: None };
         let w = cm::Want { ifindex: 3, bind: place.1, group: place.2, mgid, asked, flags: cm::JOIN_FULL, wait_ms: 100 };
+        let token = st.chan.begin();
         assert_eq!(st.member_fabric_join(key, Kind::Full, w), Ok(How::Fabric));
+        settle(&mut st, token);
+        st.chan.take_waits(token, |_, r| assert_eq!(r, Ok(())));
         st.members.add(name, 1, mgid, Kind::Full, key, How::Fabric);
         assert_eq!(st.chan.counts(cm::JOIN_FULL).holder(3, &mgid), Some(cm::Handle(0)));
 
@@ -303,7 +366,9 @@ mod tests {
 
         // The next join of it joins again (before: counted, nothing joined).
         assert_eq!(st.members.join_again(&name, 1, &mgid, Kind::Full), Some(true));
-        assert_eq!(st.member_join_again(&name, 1, mgid, Kind::Full, || Some(Ok(place))), Ok(()));
+        let token = st.chan.begin();
+        let r = st.member_join_again(&name, 1, mgid, Kind::Full, || Some(Ok(place)));
+        assert_eq!(settle_member(&mut st, &name, mgid, token, r), Ok(()));
         assert_eq!(st.chan.counts(cm::JOIN_FULL).holder(3, &mgid), Some(cm::Handle(1)));
         assert_eq!(fake::with(|f| f.sent(crate::uverbs::cm::CMD_JOIN_MCAST)), vec![0, 1]);
         // A held one is not joined twice.
@@ -318,7 +383,9 @@ mod tests {
         });
         st.chan.poll();
         assert_eq!(st.members.join_again(&name, 1, &mgid, Kind::Full), Some(true));
-        assert_eq!(st.member_join_again(&name, 1, mgid, Kind::Full, || Some(Ok(place))), Err(libc::EINVAL));
+        let token = st.chan.begin();
+        let r = st.member_join_again(&name, 1, mgid, Kind::Full, || Some(Ok(place)));
+        assert_eq!(settle_member(&mut st, &name, mgid, token, r), Err(libc::EINVAL));
         assert_eq!(st.members.leave(&name, 1, &mgid, Kind::Full), Some(Leave::Fewer));
         assert_eq!(st.members.leave(&name, 1, &mgid, Kind::Full), Some(Leave::Fewer));
         assert_eq!(st.members.leave(&name, 1, &mgid, Kind::Full), Some(Leave::Last(key, How::Fabric)));

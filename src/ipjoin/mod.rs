@@ -161,16 +161,64 @@ const HOLDER_CHECK_MS: u32 = 100;
 /// (`pthread_exit()` from a signal handler) is found gone by the next
 /// waiter within [`HOLDER_CHECK_MS`], which takes the lock over as the
 /// fork child does ([`after_fork_in_child`]).
+///
+/// A fabric join that `f` started waits for its answer after `f`, with
+/// the lock released ([`wait_unlocked`]): no other call waits for the SA
+/// meanwhile; the fabric join's failures then are trace lines.
 pub fn exclusive<R>(f: impl FnOnce(&mut State) -> R) -> Option<R> {
+    exclusive_then(f, |st, token, r| {
+        st.fabric_waits_told(token);
+        r
+    })
+}
+
+/// [`exclusive`], whose work ends in `then`, with the lock held again
+/// after the waits for the fabric joins `f` started (`then` takes their
+/// results: [`cm::Channel::take_waits`] with the token it is given).
+///
+/// The lock is released only across the wait itself (`ppoll` on the
+/// rdma_cm fd, at most [`cm::WAIT_SLICE_MS`] at a time): everything that
+/// changes the kernel's state or the counts (the verb, the join or leave
+/// commands, the counting) runs under it, so the ordering promises hold
+/// (docs/security.md, promise 7); another call may read the answer, end
+/// the membership, leave it, or replace the fd meanwhile, and tells the
+/// wait in the channel (issue 40 item 5: an explicit join waiting up to
+/// 1 s for the SA stalled every attach, detach, join and leave).
+pub fn exclusive_then<R, T>(f: impl FnOnce(&mut State) -> R, then: impl FnOnce(&mut State, u64, R) -> T) -> Option<T> {
     let me = crate::sys::gettid() as u32;
     if !lock(me) {
         note_skipped();
         return None;
     }
-    // SAFETY: the lock is ours until unlock(); panics abort.
+    // SAFETY: the lock is ours, and this borrow (as each below) ends
+    // before it is released (wait_unlocked); panics abort.
+    let token = unsafe { &mut *STATE.state.get() }.chan.begin();
+    // SAFETY: as above.
     let r = f(unsafe { &mut *STATE.state.get() });
+    wait_unlocked(me, token);
+    // SAFETY: as above.
+    let t = then(unsafe { &mut *STATE.state.get() }, token, r);
     unlock();
-    Some(r)
+    Some(t)
+}
+
+/// Waits for the answers of the fabric joins call `token` started, each
+/// `ppoll` with the lock released: the state is borrowed only under the
+/// lock ([`cm::Channel::next_wait`] reads the events and says how long
+/// still), never across the wait. Returns with the lock held.
+fn wait_unlocked(me: u32, token: u64) {
+    loop {
+        // SAFETY: the lock is ours; the borrow ends here.
+        let next = unsafe { &mut *STATE.state.get() }.chan.next_wait(token);
+        let Some((fd, ms)) = next else { return };
+        unlock();
+        // The fd may be closed and its number reused meanwhile: ppoll only
+        // looks, and the fd's identity is checked before the next read.
+        crate::sys::readable_within(fd, ms);
+        // False only when this thread holds it already (it cannot: it was
+        // released above): held either way.
+        let _ = lock(me);
+    }
 }
 
 /// Takes the lock for thread `me`; false when `me` holds it already.
@@ -295,11 +343,13 @@ impl State {
             let Ok(to_leave) = self.chan.counts(cm::JOIN_FULL).detach(key, &mgid) else { return no_memory() };
             for (i, h) in to_leave {
                 let r = self.chan.leave(h).err().unwrap_or(0);
-                self.chan.report(fabric_note);
                 note_fabric("leave", "leave", i, &mgid, r);
             }
         }
-        self.chan.report(fabric_note);
+        // The events and outcomes of this call are traced after its work,
+        // with the lock held again (exclusive's fabric_waits_told): never
+        // beneath the engine's and this function's frames (docs/security.md,
+        // the stack budget; issue 40 item 3).
         // A detach, or a duplicate attach (one attachment in the kernel),
         // joins only a lost membership of the group.
         let again = !v.attach || dup;
@@ -313,6 +363,8 @@ impl State {
             Err(port) => return crate::trace::no_ipoib(ctx, port, &mgid),
         };
         let asked = cm::Asked { lid: Some(v.lid), qkey };
+        // The answers are waited for after this call, with the lock
+        // released (exclusive), and their failures told then.
         let one = [ifindex];
         let attached;
         let to_join: &[u32] = if again {
@@ -327,12 +379,23 @@ impl State {
         };
         for &i in to_join {
             let want = cm::Want { ifindex: i, bind, group, mgid, asked, flags: cm::JOIN_FULL, wait_ms: cm::JOIN_WAIT_MS };
-            let r = self.chan.join(&want);
-            self.chan.report(fabric_note);
-            if let Err((step, e)) = r {
-                fabric_note(cm::Outcome::Failed { ifindex: i, mgid, step, errno: e });
+            if let Err((step, e)) = self.chan.join_start(&want) {
+                self.chan.tell(cm::Outcome::Failed { ifindex: i, mgid, step, errno: e });
             }
         }
+    }
+
+    /// After the waits of call `token` (an attach's or detach's joins): a
+    /// join refused within its wait is a trace line and a hint, and the
+    /// events read meanwhile are reported.
+    #[inline(never)]
+    fn fabric_waits_told(&mut self, token: u64) {
+        self.chan.take_waits(token, |(w, _), r| {
+            if let Err(errno) = r {
+                fabric_note(cm::Outcome::Failed { ifindex: w.ifindex, mgid: w.mgid, step: "event", errno });
+            }
+        });
+        self.chan.report(fabric_note);
     }
 
     /// The IP-level join's part of [`State::after_mcast`].
@@ -451,6 +514,13 @@ fn fabric_note(o: cm::Outcome) {
         cm::Outcome::Lost { ifindex, mgid, step, errno } => {
             note_fabric("lost", step, ifindex, &mgid, errno);
         }
+        cm::Outcome::Replaced { held, rejoined, errno } => {
+            crate::trace::note(format_args!(
+                "fabricjoin replaced the rdma_cm fd: cause=cred-change (EACCES after a privilege drop) held={held} rejoined={rejoined} result={}",
+                Res(errno)
+            ));
+            crate::trace::fabric_cred_change(held, rejoined, errno);
+        }
     }
 }
 
@@ -473,7 +543,9 @@ fn note_fabric(what: &str, step: &str, ifindex: u32, mgid: &Mgid, rc: c_int) {
         return;
     }
     crate::trace::note(format_args!("fabricjoin {what} netdev={name} ifindex={ifindex} {g} step={step} result={}", Res(rc)));
-    if what != "leave" {
+    // A membership lost to a credential change is told by the one
+    // hint[fabric-join-cred-change] of its fd's replacement, after it.
+    if what != "leave" && step != "cred-change" {
         crate::trace::fabric_join_failed(name, mgid, step, rc, what == "lost");
     }
 }
@@ -525,8 +597,12 @@ mod tests {
     /// the spin lock burned its CPU), gets the lock when it is released,
     /// a thread never waits for itself, and a holder whose thread ended
     /// without releasing is taken over.
+    /// The tests that take the process's one lock, one at a time.
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     #[test]
     fn the_lock_sleeps_never_waits_for_itself_and_outlives_its_holder() {
+        let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         use std::sync::mpsc::channel;
         let (held_tx, held_rx) = channel();
         let (go_tx, go_rx) = channel::<()>();
@@ -565,6 +641,65 @@ mod tests {
         assert_eq!(STATE.holder.load(Relaxed), dead);
         assert_eq!(exclusive(|_| 7), Some(7));
         assert_eq!(STATE.holder.load(Relaxed), 0);
+    }
+
+    /// Issue 40 item 5, A LOGIC TEST OF THE LIBRARY, NOT OF THE KERNEL
+    /// (cm.rs' stand-in rdma_cm, a pipe, shared by two threads): while an
+    /// explicit join waits up to 1 s for its answer (the SA's, on
+    /// InfiniBand), another thread's call takes the lock at once and uses
+    /// the same fd (a join of its own); the waiter still gets its own
+    /// answer when it comes, and returns then, not at the end of its wait.
+    /// Before, the lock was held across the wait: the other call waited
+    /// for the whole second.
+    #[test]
+    fn a_join_waiting_for_its_answer_does_not_hold_the_lock() {
+        use super::cm::fake::{self, Fake, event};
+        use std::time::{Duration, Instant};
+        let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let g = |last: u8| Mgid([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 239, 1, 2, last]);
+        let want = move |last: u8, wait_ms: u32| cm::Want {
+            ifindex: 3,
+            bind: cm::Addr::V4([192, 0, 2, 1]),
+            group: cm::Addr::V4([239, 1, 2, last]),
+            mgid: g(last),
+            asked: cm::Asked { lid: None, qkey: None },
+            flags: cm::JOIN_FULL,
+            wait_ms,
+        };
+        fake::install(Fake::default()); // no answer until the test queues one
+        let shared = fake::share();
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        let waiter = std::thread::spawn(move || {
+            fake::adopt(shared);
+            let t0 = Instant::now();
+            let r = exclusive_then(
+                |st| {
+                    let r = st.chan.join_start(&want(1, 1000)).map(|_| ()).map_err(|e| e.1);
+                    started_tx.send(()).expect("send");
+                    r
+                },
+                |st, token, mut r| {
+                    st.chan.take_waits(token, |_, x| r = r.and(x));
+                    r
+                },
+            );
+            (r, t0.elapsed())
+        });
+        started_rx.recv().expect("the join started");
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!waiter.is_finished(), "the join waits for its answer");
+        let t0 = Instant::now();
+        let other = exclusive(|st| st.chan.join_start(&want(2, 0)).map(|h| h.0).map_err(|e| e.1));
+        let took = t0.elapsed();
+        assert_eq!(other, Some(Ok(1)), "the other call's join, on the same fd");
+        assert!(took < Duration::from_millis(200), "the other call waited {took:?} for the lock");
+        assert!(!waiter.is_finished(), "still waiting");
+        fake::with(|f| f.queue_last(&event(crate::uverbs::cm::EVENT_MULTICAST_JOIN, 0, 0)));
+        let (r, spent) = waiter.join().expect("waiter");
+        assert_eq!(r, Some(Ok(())));
+        assert!(spent < Duration::from_millis(800), "the waiter returned after {spent:?}, not at its answer");
+        assert_eq!(fake::with(|f| f.sent(crate::uverbs::cm::CMD_JOIN_MCAST)), vec![0, 1]);
+        exclusive(|st| st.chan.close()).expect("lock");
     }
 
     #[test]

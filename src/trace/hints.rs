@@ -266,6 +266,45 @@ pub fn fabric_join_failed(pid: u32, netdev: &str, mgid: &Mgid, step: &str, e: i3
     });
 }
 
+/// The fabric join's rdma_cm fd answered EACCES: the process changed its
+/// credentials after rsverbs opened it, and the fd was replaced (cm.rs
+/// `Channel::replace`). `held`: the memberships the old fd held;
+/// `rejoined`: those joined again on the new one; `errno`: why no new fd
+/// could be opened (0 when one was).
+pub fn fabric_cred_change(pid: u32, held: u32, rejoined: u32, errno: i32) {
+    hint(pid, "fabric-join-cred-change", |l| cred_change_text(l, held, rejoined, errno));
+}
+
+/// [`fabric_cred_change`]'s text (apart, for its unit test).
+fn cred_change_text(l: &mut impl Write, held: u32, rejoined: u32, errno: i32) {
+    let _ = write!(
+        l,
+        "RSVERBS_MCAST_FABRICJOIN's rdma_cm fd answered EACCES(13): this process changed its credentials \
+         (a privilege drop: setuid, setgid, setgroups or capset) after rsverbs opened /dev/infiniband/rdma_cm \
+         at its first join, and the kernel lets only the opener's credentials use that fd (ucma_write, \
+         ib_safe_file_access; its log line \"changed security contexts after opening file descriptor\" is this \
+         drop, not an attack). rsverbs closed the fd (the kernel left its {held} group{} with it)",
+        if held == 1 { "" } else { "s" }
+    );
+    if errno != 0 {
+        let _ = write!(
+            l,
+            " and could not open a new one ({}): the memberships are joined again at the next call that touches them.",
+            Res(errno)
+        );
+        return;
+    }
+    let _ = write!(l, ", opened a new one with the new credentials and joined again {rejoined} of the {held} membership{} it held", if held == 1 { "" } else { "s" });
+    if rejoined < held {
+        let _ = write!(l, "; the others are joined again at the next call that touches them (their lines name each)");
+    }
+    let _ = write!(
+        l,
+        ". No membership the program asked for is lost and none it left comes back; to avoid the replacement, \
+         make the first attach or rsverbs_mcast_join after the drop."
+    );
+}
+
 /// An attach on InfiniBand with the fabric join on, and no IPoIB address
 /// to bind its rdma_cm ID to.
 pub fn no_ipoib(pid: u32, dev: &str, port: u32, mgid: &Mgid) {
@@ -429,7 +468,7 @@ pub fn at_exit(pid: u32) {
 
 #[cfg(test)]
 mod tests {
-    use super::{lid_mismatch, qkey_owner, viol_rise};
+    use super::{cred_change_text, lid_mismatch, qkey_owner, viol_rise};
 
     #[test]
     fn qkey_counter_rise_wrap_and_saturation() {
@@ -440,6 +479,28 @@ mod tests {
         assert_eq!(viol_rise(40, 7), Some((7, true)), "reset meanwhile: at least since");
         assert_eq!(viol_rise(40, 0), None);
         assert_eq!(viol_rise(0, u32::MAX), Some((u32::MAX, true)));
+    }
+
+    /// Issue 40 item 2 (the hint): the text names the privilege drop, the
+    /// kernel's rule and log line, and what was done (fd replaced,
+    /// memberships joined again), or why not.
+    #[test]
+    fn the_credential_change_hint_names_the_drop_and_what_was_done() {
+        let mut s = alloc::string::String::new();
+        cred_change_text(&mut s, 2, 2, 0);
+        for w in ["EACCES(13)", "privilege drop", "setuid", "setgroups", "ib_safe_file_access", "changed security contexts",
+            "closed the fd (the kernel left its 2 groups with it)", "opened a new one with the new credentials",
+            "joined again 2 of the 2 memberships it held"] {
+            assert!(s.contains(w), "{w:?} not in {s}");
+        }
+        assert!(!s.contains("the others"), "{s}");
+        s.clear();
+        cred_change_text(&mut s, 3, 1, 0);
+        assert!(s.contains("joined again 1 of the 3 memberships it held; the others are joined again at the next call"), "{s}");
+        s.clear();
+        cred_change_text(&mut s, 1, 0, libc::EMFILE);
+        assert!(s.contains("left its 1 group with it) and could not open a new one (EMFILE(24))"), "{s}");
+        assert!(s.len() < 960, "fits a trace line (1,024 bytes with its head): {}", s.len());
     }
 
     #[test]

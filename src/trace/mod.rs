@@ -84,6 +84,14 @@ pub fn fabric_join_failed(netdev: &str, mgid: &crate::mgid::Mgid, step: &str, e:
     }
 }
 
+/// A `hint[fabric-join-cred-change]` line: the fabric join's fd answered
+/// EACCES after a credential change and was replaced.
+pub fn fabric_cred_change(held: u32, rejoined: u32, errno: c_int) {
+    if mode() == HINTS {
+        hints::fabric_cred_change(os::pid(), held, rejoined, errno);
+    }
+}
+
 /// A `hint[no-ipoib]` line: an attach on InfiniBand port `port`, whose
 /// fabric join needs an IPoIB address to bind to, and there is none.
 pub fn no_ipoib(ctx: &crate::view::Context, port: u32, mgid: &crate::mgid::Mgid) {
