@@ -127,7 +127,9 @@ impl RdmaCore {
                 detach: core::mem::transmute::<*mut c_void, Mcast>(d),
             }
         };
-        Ok(RdmaCore { handle, verbs, file: object_of(q).unwrap_or_else(|| "?".into()) })
+        // The file itself (libibverbs.so.1.14.44.0), not the soname's link.
+        let file = object_of(q).map(|f| std::fs::canonicalize(&f).map_or(f, |p| p.to_string_lossy().into_owned()));
+        Ok(RdmaCore { handle, verbs, file: file.unwrap_or_else(|| "?".into()) })
     }
 }
 
@@ -559,7 +561,7 @@ fn device_facts(d: &Device, nports: u8) -> Vec<(&'static str, String)> {
     let poll_cq = unsafe { (*d.ctx).ops[11] };
     let provider = object_of(poll_cq).map(|f| f.rsplit('/').next().unwrap_or(&f).to_string());
     let mut f = vec![("provider", provider.unwrap_or_else(|| "-".into())), ("driver", driver.unwrap_or_else(|| "-".into()))];
-    for (k, file) in [("node_type", "node_type"), ("fw_ver", "fw_ver"), ("board_id", "board_id"), ("hca_type", "hca_type"), ("hw_rev", "hw_rev")] {
+    for (k, file) in [("node_type", "node_type"), ("fw_ver", "fw_ver"), ("board_id", "board_id"), ("hca_type", "hca_type"), ("hw_rev", "hw_rev"), ("parent", "parent")] {
         f.push((k, sysfs(&d.name, file).unwrap_or_else(|| "-".into())));
     }
     f.push(("ports", nports.to_string()));
