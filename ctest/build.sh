@@ -39,6 +39,13 @@ if [ "$U" = bookworm ] && [ "$ARCH_FOREIGN" = 0 ]; then
     # shellcheck disable=SC2046
     cc "${CFLAGS[@]}" -o "$out/$name.rsv" "$src" $(pkg-config --cflags --libs rsverbs) -Wl,-rpath,"$B" "${LIBS[@]}"
   done
+  # The rsverbs command with one errno of rsverbs' side broken on purpose
+  # (src/tool/selftest.rs, --cfg rsverbs_selftest_broken), for
+  # ctest/vm/selftest.sh only: its own target directory, without LTO.
+  RUSTFLAGS="--cfg rsverbs_selftest_broken" CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_DEBUG=0 \
+    CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 cargo build --release --locked --quiet \
+    --manifest-path src/tool/Cargo.toml --target-dir target/tool-broken
+  cp target/tool-broken/release/rsverbs "$out/rsverbs-broken"
   echo "build: $(find "$out" -type f | wc -l) test binaries in $out"
   exit 0
 fi

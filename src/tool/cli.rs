@@ -1,6 +1,7 @@
 //! The command line (rsverbs(1), docs/tool.md):
 //! `rsverbs gids [DEV[:PORT]] [-d DEV] [-p N]`,
 //! `rsverbs doctor GROUP [-d DEV] [-p N] [--json]`,
+//! `rsverbs selftest [DEV[:PORT]] [-d DEV] [-p N] [--json] [--report FILE]`,
 //! `rsverbs help [COMMAND]`, `rsverbs COMMAND --help`, `--help`, `--version`.
 //!
 //! Both commands take the device and the port the same way, in each of the
@@ -13,6 +14,7 @@
 pub enum Topic {
     Gids,
     Doctor,
+    Selftest,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -22,6 +24,7 @@ pub enum Command {
     Version,
     Gids { dev: Option<String>, port: Option<u8> },
     Doctor { group: String, dev: Option<String>, port: Option<u8>, json: bool },
+    Selftest { dev: Option<String>, port: Option<u8>, json: bool, report: Option<String> },
 }
 
 /// Bad usage (exit 2): what is wrong, and the command whose usage line the
@@ -41,19 +44,22 @@ rsverbs: the GID tables of RDMA ports, and whether this host can receive a multi
 
 usage: rsverbs gids [DEV[:PORT]] [-d DEV] [-p N]
        rsverbs doctor GROUP [-d DEV] [-p N] [--json]
+       rsverbs selftest [DEV[:PORT]] [-d DEV] [-p N] [--json] [--report FILE]
        rsverbs help [COMMAND] | --help | --version
 
 commands:
   gids     print each port's GID table and the indexes rdma_cm and perftest pick by default
   doctor   check that this host can receive multicast GROUP, and print the fix for each problem
+  selftest compare rsverbs' answers with the installed rdma-core's on this host's devices
 
-options of both commands:
+options of every command:
   -d, --dev DEV    only the RDMA device DEV (as ibv_devices lists it)
   -p, --port N     only port N, 1..255 (-i N as in ibv_devinfo)
   -h, --help       the command's help
 
 Exit status: 0 done (doctor: ready); 1 a runtime failure (no RDMA device, an unknown
 device or port, a device that could not be queried; doctor: not ready); 2 bad usage.
+selftest: 0 every answer identical, 1 a difference, 2 bad usage or no device to test.
 'rsverbs help COMMAND' gives a command's help; rsverbs(1) is the manual.";
 
 pub const GIDS_USAGE: &str = "usage: rsverbs gids [DEV[:PORT]] [-d DEV] [-p N]";
@@ -98,8 +104,35 @@ checked port is.
 Exit status: 0 ready; 1 not ready, no RDMA device, or an unknown device or
 port; 2 bad usage (GROUP not multicast among them). See rsverbs(1).";
 
+pub const SELFTEST_USAGE: &str = "usage: rsverbs selftest [DEV[:PORT]] [-d DEV] [-p N] [--json] [--report FILE]";
+
+pub const SELFTEST_HELP: &str = "\
+usage: rsverbs selftest [DEV[:PORT]] [-d DEV] [-p N] [--json] [--report FILE]
+
+Compares, on every port of every RDMA device (or of DEV, or of its port N),
+the answers of the installed rdma-core (libibverbs' own ibv_query_gid,
+_ibv_query_gid_ex, _ibv_query_gid_table, ibv_attach_mcast, ibv_detach_mcast,
+found by their versioned names, so that a preload of rsverbs cannot hide them)
+with rsverbs' answers to the same calls: value, errno and every byte written.
+GID cases: every index of every table, bad ports, indexes, flags, entry sizes
+and table sizes. Attach and detach cases: on a PD, CQ and QPs of its own, with
+groups in 239.255.77.0/24 and ff1e::77:0/112 only, all detached and the objects
+destroyed before it exits (SIGINT and SIGTERM too). Nothing is sent on the
+fabric. Then a report: the host's facts, each port's cases, each difference
+with both answers (docs/selftest.md says where to send it).
+
+  DEV[:PORT]       only device DEV (and its port PORT): the same as -d DEV -p PORT
+  -d, --dev DEV    only device DEV (--dev=DEV, -dDEV too)
+  -p, --port N     only port N (--port=N, -pN, -i N too)
+      --json       print one JSON object instead of text
+      --report FILE  also write the report (text, or JSON with --json) to FILE
+  -h, --help       this help
+
+Exit status: 0 every answer identical; 1 a difference; 2 bad usage, no RDMA
+device, an unknown device or port, or an interrupted run. See rsverbs(1).";
+
 /// The top-level usage line, the hint after a usage error that names no command.
-pub const USAGE: &str = "usage: rsverbs gids|doctor ARGS... | help [COMMAND] | --help | --version";
+pub const USAGE: &str = "usage: rsverbs gids|doctor|selftest ARGS... | help [COMMAND] | --help | --version";
 
 /// The help text `--help` or `help [COMMAND]` prints.
 pub fn help(topic: Option<Topic>) -> &'static str {
@@ -107,6 +140,7 @@ pub fn help(topic: Option<Topic>) -> &'static str {
         None => HELP,
         Some(Topic::Gids) => GIDS_HELP,
         Some(Topic::Doctor) => DOCTOR_HELP,
+        Some(Topic::Selftest) => SELFTEST_HELP,
     }
 }
 
@@ -116,6 +150,7 @@ pub fn usage_text(u: &Usage) -> String {
         None => (USAGE, "rsverbs --help"),
         Some(Topic::Gids) => (GIDS_USAGE, "rsverbs gids --help"),
         Some(Topic::Doctor) => (DOCTOR_USAGE, "rsverbs doctor --help"),
+        Some(Topic::Selftest) => (SELFTEST_USAGE, "rsverbs selftest --help"),
     };
     format!("rsverbs: {}\n{line}\nTry '{more}' for more.", u.msg)
 }
@@ -146,6 +181,7 @@ pub fn parse(args: &[String]) -> Result<Command, Usage> {
         "-V" | "--version" => Ok(Command::Version),
         "gids" => gids(rest),
         "doctor" => doctor(rest),
+        "selftest" => selftest(rest),
         other if other.starts_with('-') => Err(usage(None, format!("unknown option '{other}'"))),
         other => Err(usage(None, format!("unknown command '{other}'"))),
     }
@@ -155,6 +191,7 @@ fn topic(name: &str) -> Option<Topic> {
     match name {
         "gids" => Some(Topic::Gids),
         "doctor" => Some(Topic::Doctor),
+        "selftest" => Some(Topic::Selftest),
         _ => None,
     }
 }
@@ -164,6 +201,8 @@ fn topic(name: &str) -> Option<Topic> {
 enum Valued {
     Dev,
     Port,
+    /// selftest's `--report FILE`.
+    Report,
 }
 
 /// One argument of a command, after its value (if any) is taken.
@@ -180,6 +219,7 @@ fn split(t: Topic, rest: &[String]) -> Result<Vec<Arg>, Usage> {
     let name = match t {
         Topic::Gids => "gids",
         Topic::Doctor => "doctor",
+        Topic::Selftest => "selftest",
     };
     let mut out = Vec::new();
     let mut it = rest.iter();
@@ -196,6 +236,8 @@ fn split(t: Topic, rest: &[String]) -> Result<Vec<Arg>, Usage> {
             }
             "--dev" | "-d" => (Valued::Dev, None),
             "--port" | "-p" | "-i" => (Valued::Port, None),
+            "--report" if t == Topic::Selftest => (Valued::Report, None),
+            _ if t == Topic::Selftest && a.starts_with("--report=") => (Valued::Report, Some(&a[9..])),
             _ if a.starts_with("--dev=") => (Valued::Dev, Some(&a[6..])),
             _ if a.starts_with("--port=") => (Valued::Port, Some(&a[7..])),
             _ if a.starts_with("-d") => (Valued::Dev, Some(&a[2..])),
@@ -214,7 +256,11 @@ fn split(t: Topic, rest: &[String]) -> Result<Vec<Arg>, Usage> {
                 continue;
             }
         };
-        let what = if which == Valued::Dev { "--dev needs a device name" } else { "--port needs a number" };
+        let what = match which {
+            Valued::Dev => "--dev needs a device name",
+            Valued::Port => "--port needs a number",
+            Valued::Report => "--report needs a file name",
+        };
         let v = match inline {
             Some(v) => v.to_string(),
             None => it.next().ok_or_else(|| usage(Some(t), format!("{name}: {what}")))?.clone(),
@@ -239,29 +285,56 @@ fn gids(rest: &[String]) -> Result<Command, Usage> {
             Arg::Help => {}
             Arg::Opt(Valued::Dev, v) => dev = Some(v),
             Arg::Opt(Valued::Port, v) => port_n = Some(port(&v).map_err(|e| usage(t, format!("gids: {e}")))?),
+            Arg::Opt(Valued::Report, _) => return Err(usage(t, "gids: unknown option '--report'")),
             Arg::Flag(f) => return Err(usage(t, format!("gids: unknown option '{f}'"))),
             Arg::Positional(p) if positional.is_none() => positional = Some(p),
             Arg::Positional(_) => return Err(usage(t, "gids: at most one DEV[:PORT]")),
         }
     }
-    if let Some(p) = positional {
-        let (d, pp) = match p.split_once(':') {
-            Some((d, pp)) => (d.to_string(), Some(port(pp).map_err(|e| usage(t, format!("gids: {e}")))?)),
-            None => (p, None),
-        };
-        if d.is_empty() {
-            return Err(usage(t, "gids: DEV is empty"));
-        }
-        if dev.is_some() {
-            return Err(usage(t, "gids: the device given twice (DEV and --dev)"));
-        }
-        if pp.is_some() && port_n.is_some() {
-            return Err(usage(t, "gids: the port given twice (DEV:PORT and --port)"));
-        }
-        dev = Some(d);
-        port_n = port_n.or(pp);
-    }
+    let (dev, port_n) = dev_port("gids", t, positional, dev, port_n)?;
     Ok(Command::Gids { dev, port: port_n })
+}
+
+/// A positional `DEV[:PORT]` merged with `--dev` and `--port` (gids, selftest).
+fn dev_port(name: &str, t: Option<Topic>, positional: Option<String>, dev: Option<String>, port_n: Option<u8>) -> Result<(Option<String>, Option<u8>), Usage> {
+    let Some(p) = positional else { return Ok((dev, port_n)) };
+    let (d, pp) = match p.split_once(':') {
+        Some((d, pp)) => (d.to_string(), Some(port(pp).map_err(|e| usage(t, format!("{name}: {e}")))?)),
+        None => (p, None),
+    };
+    if d.is_empty() {
+        return Err(usage(t, format!("{name}: DEV is empty")));
+    }
+    if dev.is_some() {
+        return Err(usage(t, format!("{name}: the device given twice (DEV and --dev)")));
+    }
+    if pp.is_some() && port_n.is_some() {
+        return Err(usage(t, format!("{name}: the port given twice (DEV:PORT and --port)")));
+    }
+    Ok((Some(d), port_n.or(pp)))
+}
+
+fn selftest(rest: &[String]) -> Result<Command, Usage> {
+    let t = Some(Topic::Selftest);
+    let args = split(Topic::Selftest, rest)?;
+    if args.iter().any(|a| matches!(a, Arg::Help)) {
+        return Ok(Command::Help(t));
+    }
+    let (mut dev, mut port_n, mut positional, mut json, mut report) = (None, None, None, false, None);
+    for a in args {
+        match a {
+            Arg::Help => {}
+            Arg::Opt(Valued::Dev, v) => dev = Some(v),
+            Arg::Opt(Valued::Port, v) => port_n = Some(port(&v).map_err(|e| usage(t, format!("selftest: {e}")))?),
+            Arg::Opt(Valued::Report, v) => report = Some(v),
+            Arg::Flag(f) if f == "--json" => json = true,
+            Arg::Flag(f) => return Err(usage(t, format!("selftest: unknown option '{f}'"))),
+            Arg::Positional(p) if positional.is_none() => positional = Some(p),
+            Arg::Positional(_) => return Err(usage(t, "selftest: at most one DEV[:PORT]")),
+        }
+    }
+    let (dev, port_n) = dev_port("selftest", t, positional, dev, port_n)?;
+    Ok(Command::Selftest { dev, port: port_n, json, report })
 }
 
 fn doctor(rest: &[String]) -> Result<Command, Usage> {
@@ -276,6 +349,7 @@ fn doctor(rest: &[String]) -> Result<Command, Usage> {
             Arg::Help => {}
             Arg::Opt(Valued::Dev, v) => dev = Some(v),
             Arg::Opt(Valued::Port, v) => port_n = Some(port(&v).map_err(|e| usage(t, format!("doctor: {e}")))?),
+            Arg::Opt(Valued::Report, _) => return Err(usage(t, "doctor: unknown option '--report'")),
             Arg::Flag(f) if f == "--json" => json = true,
             Arg::Flag(f) => return Err(usage(t, format!("doctor: unknown option '{f}'"))),
             Arg::Positional(g) if group.is_none() => group = Some(g),
@@ -423,6 +497,37 @@ mod tests {
         assert_eq!(t.lines().nth(1), Some(USAGE));
         assert_eq!(t.lines().count(), 3, "{t}");
         assert!(t.ends_with("Try 'rsverbs --help' for more."));
+    }
+
+    #[test]
+    fn selftest_takes_dev_port_json_and_report_in_every_form() {
+        let st = |dev: Option<&str>, port: Option<u8>, json: bool, report: Option<&str>| Ok(Command::Selftest { dev: dev.map(String::from), port, json, report: report.map(String::from) });
+        assert_eq!(p(&["selftest"]), st(None, None, false, None));
+        assert_eq!(p(&["selftest", "rxe1:1", "--json"]), st(Some("rxe1"), Some(1), true, None));
+        assert_eq!(p(&["selftest", "--report", "r.txt", "-drxe0"]), st(Some("rxe0"), None, false, Some("r.txt")));
+        assert_eq!(p(&["selftest", "--report=r.json", "--json", "-p", "2"]), st(None, Some(2), true, Some("r.json")));
+        assert_eq!(p(&["selftest", "rxe0", "-i1"]), st(Some("rxe0"), Some(1), false, None));
+        assert_eq!(p(&["selftest", "-h"]), Ok(Command::Help(Some(Topic::Selftest))));
+        assert_eq!(p(&["help", "selftest"]), Ok(Command::Help(Some(Topic::Selftest))));
+        let t = Some(Topic::Selftest);
+        for (args, msg) in [
+            (&["selftest", "--report"][..], "selftest: --report needs a file name"),
+            (&["selftest", "--report="], "selftest: --report needs a file name"),
+            (&["selftest", "--limits"], "selftest: unknown option '--limits'"),
+            (&["selftest", "a", "b"], "selftest: at most one DEV[:PORT]"),
+            (&["selftest", "rxe0", "-d", "rxe1"], "selftest: the device given twice (DEV and --dev)"),
+            (&["selftest", "rxe0:1", "-p1"], "selftest: the port given twice (DEV:PORT and --port)"),
+            (&["selftest", "rxe0:0"], "selftest: bad port number '0' (1..255)"),
+        ] {
+            assert_eq!(p(args), Err(Usage { msg: msg.into(), topic: t }), "{args:?}");
+        }
+        // --report is selftest's only.
+        assert_eq!(p(&["gids", "--report", "x"]), Err(Usage { msg: "gids: unknown option '--report'".into(), topic: Some(Topic::Gids) }));
+        assert!(SELFTEST_HELP.starts_with(SELFTEST_USAGE));
+        for o in ["--dev", "--port", "--json", "--report", "--help", "Exit status", "239.255.77.0/24", "ff1e::77:0/112"] {
+            assert!(SELFTEST_HELP.contains(o), "{o}");
+        }
+        assert_eq!(HELP.lines().filter(|l| l.starts_with("  selftest ")).count(), 1);
     }
 
     #[test]

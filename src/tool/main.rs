@@ -3,7 +3,9 @@
 //! `table` (a port's GIDs through rsverbs' engine; the default indexes of
 //! rdma_cm and perftest are the library's, `rsverbs::select`), `gids` (the `gids` command), `group`
 //! (GROUP, its MGID and MAC), `net` (netdev and IP state from /sys and
-//! /proc), `doctor` (the checks), `json` (the writer). `main` plans what to
+//! /proc), `doctor` (the checks), `json` (the writer), `selftest` (rdma-core's
+//! answers against rsverbs' on this host) and `report` (its comparison and
+//! report, tested without devices). `main` plans what to
 //! do from the arguments and the device names (`plan`, tested without
 //! devices), then opens the devices and runs the command.
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -17,6 +19,8 @@ mod gids;
 mod group;
 mod json;
 mod net;
+mod report;
+mod selftest;
 mod table;
 
 use cli::Command;
@@ -36,6 +40,10 @@ enum Plan {
     Fail(String),
     Gids { devs: Vec<String>, port: Option<u8> },
     Doctor { devs: Vec<String>, port: Option<u8>, group: group::Group, given: String, json: bool },
+    /// selftest's environment failure (no device, an unknown one): one
+    /// line on stderr, exit 2 (its exit 1 means a difference).
+    Env(String),
+    Selftest { devs: Vec<String>, port: Option<u8>, json: bool, report: Option<String> },
 }
 
 /// The devices to look at, of those libibverbs lists (`names`): DEV only,
@@ -72,6 +80,10 @@ fn plan(args: Result<Vec<String>, String>, names: impl FnOnce() -> Vec<String>) 
                 Err(e) => Plan::Fail(e),
                 Ok(devs) => Plan::Doctor { devs, port, group: g, given: group, json },
             },
+        },
+        Ok(Command::Selftest { dev, port, json, report }) => match choose(names(), dev.as_deref()) {
+            Err(e) => Plan::Env(e),
+            Ok(devs) => Plan::Selftest { devs, port, json, report },
         },
     }
 }
@@ -133,6 +145,21 @@ fn main() {
                 Ok(()) => gids::run(&devs, port).max(i32::from(failed)),
             }
         }
+        Plan::Env(e) => {
+            fail(&e);
+            report::EXIT_ENV
+        }
+        Plan::Selftest { devs, port, json, report } => {
+            let (devs, failed) = open(&devs);
+            match check_port(&devs, port) {
+                _ if devs.is_empty() => report::EXIT_ENV,
+                Err(e) => {
+                    fail(&e);
+                    report::EXIT_ENV
+                }
+                Ok(()) => selftest::run(&devs, port, json, report.as_deref(), !failed),
+            }
+        }
         Plan::Doctor { devs, port, group, given, json } => {
             let (devs, _) = open(&devs);
             match check_port(&devs, port) {
@@ -159,6 +186,19 @@ mod tests {
         for args in [&["gids"][..], &["gids", "rxe0"], &["gids", "--dev=rxe0", "-p1"], &["doctor", "239.1.1.1"], &["doctor", "239.1.1.1", "-drxe0", "--json"]] {
             assert_eq!(run(args, &[]), Plan::Fail(NO_DEVICES.into()), "{args:?}");
         }
+    }
+
+    #[test]
+    fn selftest_without_devices_or_with_an_unknown_one_is_exit_2() {
+        for args in [&["selftest"][..], &["selftest", "rxe0:1", "--json"], &["selftest", "--report", "r.txt"]] {
+            assert_eq!(run(args, &[]), Plan::Env(NO_DEVICES.into()), "{args:?}");
+        }
+        assert_eq!(run(&["selftest", "-dnosuch0"], &["rxe0"]), Plan::Env("unknown device 'nosuch0' (devices: rxe0)".into()));
+        assert_eq!(run(&["selftest", "rxe0:1", "--report=r"], &["rxe0", "rxe1"]), Plan::Selftest { devs: vec!["rxe0".into()], port: Some(1), json: false, report: Some("r".into()) });
+        assert_eq!(run(&["selftest", "--json"], &["rxe0", "rxe1"]), Plan::Selftest { devs: vec!["rxe0".into(), "rxe1".into()], port: None, json: true, report: None });
+        // Bad usage is exit 2 too, and never lists the devices.
+        let p = plan(Ok(vec!["selftest".into(), "--limits".into()]), || -> Vec<String> { panic!("devices listed") });
+        assert!(matches!(p, Plan::Usage(_)), "{p:?}");
     }
 
     #[test]

@@ -103,3 +103,18 @@ fn runtime_errors_are_exit_1_in_one_line_without_the_usage() {
         assert_eq!((o.code, o.stdout.as_str(), o.stderr.as_str()), (1, "", "rsverbs: no RDMA devices; is the provider's module loaded?\n"), "{args:?}");
     }
 }
+
+/// selftest's environment failures are exit 2 (its exit 1 is a difference):
+/// an unknown device anywhere, no device at all on a host without any.
+#[test]
+fn selftest_environment_failures_are_exit_2_in_one_line() {
+    for args in [&["selftest", "nosuch-dev0"][..], &["selftest", "-dnosuch-dev0", "--json"], &["selftest", "nosuch-dev0:1", "--report", "/nonexistent/r"]] {
+        let o = rsverbs(args);
+        assert_eq!((o.code, o.stdout.as_str(), o.stderr.lines().count()), (2, "", 1), "{args:?}: {}", o.stderr);
+    }
+    if host_has_devices() {
+        return;
+    }
+    let o = rsverbs(&["selftest"]);
+    assert_eq!((o.code, o.stdout.as_str(), o.stderr.as_str()), (2, "", "rsverbs: no RDMA devices; is the provider's module loaded?\n"));
+}
