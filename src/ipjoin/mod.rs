@@ -30,6 +30,7 @@ mod counts;
 pub mod member;
 mod sock;
 
+use crate::error::ErrnoGuard;
 use crate::mgid::Mgid;
 use crate::trace::format::Res;
 use crate::env::{FIRST_STATE, Switch};
@@ -167,6 +168,9 @@ const HOLDER_CHECK_MS: u32 = 100;
 /// meanwhile; the fabric join's failures then are trace lines.
 pub fn exclusive<R>(f: impl FnOnce(&mut State) -> R) -> Option<R> {
     exclusive_then(f, |st, token, r| {
+        // The verb's errno stays (the answers' trace lines and hints may
+        // read files and allocate: `make faults` failed an allocation here).
+        let _errno = ErrnoGuard::save();
         st.fabric_waits_told(token);
         r
     })
@@ -190,12 +194,23 @@ pub fn exclusive_then<R, T>(f: impl FnOnce(&mut State) -> R, then: impl FnOnce(&
         note_skipped();
         return None;
     }
-    // SAFETY: the lock is ours, and this borrow (as each below) ends
-    // before it is released (wait_unlocked); panics abort.
-    let token = unsafe { &mut *STATE.state.get() }.chan.begin();
+    // The caller's errno before `f` and `f`'s after it: what the channel
+    // does around them (recording the call's waits, reading the answers)
+    // may allocate or fail a syscall, and is nobody's errno. (`make faults`
+    // at 7cfe1a4: a failed allocation of the fabric join's bookkeeping left
+    // ENOMEM in errno after an attach that answered 0.)
+    let token = {
+        let _errno = ErrnoGuard::save();
+        // SAFETY: the lock is ours, and this borrow (as each below) ends
+        // before it is released (wait_unlocked); panics abort.
+        unsafe { &mut *STATE.state.get() }.chan.begin()
+    };
     // SAFETY: as above.
     let r = f(unsafe { &mut *STATE.state.get() });
-    wait_unlocked(me, token);
+    {
+        let _errno = ErrnoGuard::save();
+        wait_unlocked(me, token);
+    }
     // SAFETY: as above.
     let t = then(unsafe { &mut *STATE.state.get() }, token, r);
     unlock();
