@@ -56,6 +56,7 @@ gone() { ! held; }
 hold() {
 	local line=""
 	coproc HOLD { exec env ${1:+"$1"} LD_PRELOAD="$RSVERBS_LIB" "$P" "$DEV" "$ND" "$ADDR" hold full "$2" "$G" 2>> "$W/hold.err"; }
+	hold_pid=$HOLD_PID # bash unsets HOLD_PID once the coproc has ended
 	exec {hout}<&"${HOLD[0]}" {hin}>&"${HOLD[1]}"
 	read -r -t 30 -u "$hout" line
 	read -r -t 30 -u "$hout" line
@@ -110,7 +111,7 @@ across() {
 	check "across $label: the holder's group is still on $ND" held
 	echo go >&"$hin"
 	after=$(cat <&"$hout")
-	wait "$HOLD_PID" 2>/dev/null
+	wait "$hold_pid" 2>/dev/null
 	exec {hout}<&- {hin}>&-
 	check "across $label: the holder saw itself a member to the end" grep -q '^after member=1$' <<<"$after"
 	check "across $label: after the holder's leave, the group is gone" gone
@@ -124,8 +125,8 @@ across rsverbs RSVERBS_MCAST_FABRICJOIN=roce rsverbs ""
 for e in "" RSVERBS_MCAST_FABRICJOIN=roce; do
 	check "kill ${e:-sockets}: the holder joined" hold "$e" rsverbs
 	check "kill ${e:-sockets}: its group is on $ND" held
-	kill -9 "$HOLD_PID"
-	wait "$HOLD_PID" 2>/dev/null
+	kill -9 "$hold_pid"
+	wait "$hold_pid" 2>/dev/null
 	exec {hout}<&- {hin}>&-
 	check "kill ${e:-sockets}: the group is gone once the holder is reaped" gone
 done

@@ -44,6 +44,7 @@ lines_upto() {
 	return 1
 }
 coproc EX { exec "$X" --wait $DEV 2>&1; }
+ex_pid=$EX_PID # bash unsets EX_PID once the coproc has ended
 # upto PREFIX: the example's lines, into attach.out.
 upto() { lines_upto "${EX[0]}" $W/attach.out "$1"; }
 if upto "attach: holding it"; then
@@ -63,7 +64,7 @@ else
 	fail "the example did not reach the attachment"
 fi
 upto "never printed"
-wait "$EX_PID"
+wait "$ex_pid"
 rc=$?
 check "the example exits 0: every step as it should be (rc $rc)" [ $rc = 0 ]
 for step in "GID entries; perftest's index" "attached through rsverbs::safe" "after the drop, rdma-core's ibv_detach_mcast" "control: a forgotten attachment stays; rdma-core detaches it: 0"; do
@@ -85,6 +86,7 @@ R=${RSVERBS_RECEIVER:-$(dirname "$RSVERBS_LIB")/examples/receiver}
 MAC=3333ef050711 # ::ffff:239.5.7.17 (or v1's ff0e::ffff:ef05:711), the receiver's first group
 check "before the receiver: $MAC not on $ND" mac_off
 coproc RX { exec "$R" --wait $DEV 2>&1; }
+rx_pid=$RX_PID
 # rx_upto PREFIX: the receiver's lines, into receiver.out.
 rx_upto() { lines_upto "${RX[0]}" $W/receiver.out "$1"; }
 if rx_upto "receiver: holding them"; then
@@ -97,7 +99,7 @@ else
 	fail "the receiver did not reach its attachments"
 fi
 rx_upto "never printed"
-wait "$RX_PID"
+wait "$rx_pid"
 rc=$?
 check "the receiver exits 0: every step as it should be (rc $rc)" [ $rc = 0 ]
 for step in "perftest's source GID index on port 1 of $DEV" "two groups held in the struct" \
