@@ -135,13 +135,26 @@ apt_private_setup() {
 		apt_host_settings
 	)
 	if [[ $(cat "$APT_DIR/apt.conf" 2>/dev/null) != "$conf" ]]; then
-		printf '%s\n' "$conf" >"$APT_DIR/apt.conf"
+		apt_put "$APT_DIR/apt.conf" "$conf"
 	fi
 	if [[ $(cat "$APT_DIR/etc/sources.list.d/rsverbs.sources" 2>/dev/null) != "$sources" ]]; then
-		printf '%s\n' "$sources" >"$APT_DIR/etc/sources.list.d/rsverbs.sources"
+		apt_put "$APT_DIR/etc/sources.list.d/rsverbs.sources" "$sources"
 		rm -f "$APT_DIR/updated" # new sources: update now
 	fi
 	export APT_CONFIG=$APT_DIR/apt.conf
+}
+
+# apt_put FILE TEXT: FILE holds TEXT and a newline, replaced at once (a
+# temporary file of its own, renamed): two processes setting up an empty
+# cache at the same moment (make check's two lanes on a fresh machine)
+# never see each other's half-written file, nor lose a shared temporary
+# file's rename (seen: ctest/check_self.sh's two updates, in a fresh
+# cache, one died on "mv: cannot stat '.../keyring.gpg.tmp'").
+apt_put() {
+	local tmp
+	tmp=$(mktemp "$1.XXXXXX")
+	printf '%s\n' "$2" >"$tmp"
+	mv -f "$tmp" "$1"
 }
 
 # Sets APT_KEYRING: the host's Debian archive keyring, plus the keyring of a
@@ -154,8 +167,10 @@ apt_private_keyring() {
 	if [[ -s $APT_DIR/newer-keyring.gpg ]]; then files+=("$APT_DIR/newer-keyring.gpg"); fi
 	want=$(cat "${files[@]}" | sha256sum)
 	if [[ ! -s $APT_KEYRING || $(sha256sum <"$APT_KEYRING") != "$want" ]]; then
-		cat "${files[@]}" >"$APT_KEYRING.tmp"
-		mv "$APT_KEYRING.tmp" "$APT_KEYRING"
+		local tmp
+		tmp=$(mktemp "$APT_KEYRING.XXXXXX")
+		cat "${files[@]}" >"$tmp"
+		mv -f "$tmp" "$APT_KEYRING"
 	fi
 }
 
