@@ -345,7 +345,7 @@ faults: deps all
 	RSVERBS_SUITES=faults RSVERBS_VM_OUT=$(CURDIR)/ctest/out/faults ctest/vm_suite.sh; st=$$?; \
 	  ctest/summary.sh ctest/out/faults; exit $$st
 
-# The software InfiniBand HCA (testbed/sib/, issue 38): sib.ko built for
+# The software InfiniBand HCA (testbed/sib/): sib.ko built for
 # bookworm's kernel, loaded in a boot of its own, checked with rdma-core's
 # tools (ctest/vm/sib.sh); .ci/run runs it every commit.
 check-sib: deps all

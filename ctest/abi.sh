@@ -28,7 +28,7 @@ check "the rsverbs command (the rlib) defines no ibv_* name" \
 
 # The command's usage errors need no device (docs/tool.md, rsverbs(1)): a non-UTF-8
 # argument is exit 2 with the usage on stderr (it was a panic: SIGABRT, exit
-# 134). A device name that does not exist is a runtime failure (issue 41):
+# 134). A device name that does not exist is a runtime failure (docs/tool.md, Conventions):
 # exit 1, one line on stderr, no usage ("no RDMA devices; ..." on a host
 # without any, "unknown device ..." on one with some).
 # usage_rc ARGS...: the exit status, when stderr has the usage and stdout is empty.

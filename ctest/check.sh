@@ -49,13 +49,14 @@ host_quick="ctest/unit.sh ctest/crate.sh ctest/check_self.sh ctest/docs.sh ctest
 # include/rsverbs.h against cbindgen's output: CI's (and make check-abi's),
 # for cbindgen's pinned version is built from source the first time, 251 s
 # of a cold make check's host lane (the long pole) at 6e52e21.
-[ "${RSVERBS_CHECK_FULL:-0}" != 1 ] || host_quick="$host_quick ctest/header_fresh.sh"
+full=${RSVERBS_CHECK_FULL:-0}
+[ "$full" != 1 ] || host_quick="$host_quick ctest/header_fresh.sh"
 host_long="ctest/crossarch.sh ctest/sanitize.sh"
 # The fresh Debian 12 root and the packages built and used in it (make
 # check-packaging): a debootstrap and two more builds with Debian's own
 # toolchain, 656 s in the host lane of a cold make check after make demo
 # (8f4d54f's measurement): CI's (RSVERBS_CHECK_FULL=1), not the newcomer's.
-[ "${RSVERBS_CHECK_FULL:-0}" != 1 ] || host_long="$host_long ctest/freshroot.sh ctest/deb.sh"
+[ "$full" != 1 ] || host_long="$host_long ctest/freshroot.sh ctest/deb.sh"
 guest_steps="ctest/vm_suite.sh ctest/vm_siw.sh"
 if [ -n "${RSVERBS_CHECK_HOST_STEPS+set}" ]; then host_quick=$RSVERBS_CHECK_HOST_STEPS host_long=""; fi
 guest_steps=${RSVERBS_CHECK_GUEST_STEPS-$guest_steps}
@@ -73,12 +74,12 @@ export RSVERBS_FRESHROOT_ARCHES=${RSVERBS_FRESHROOT_ARCHES-}
 #     arm64 and ppc64el too);
 #   - the stripped sizes are printed, not held to libibverbs' (CI does).
 # An explicit setting of any of these wins.
-if [ "${RSVERBS_CHECK_FULL:-0}" != 1 ]; then
+if [ "$full" != 1 ]; then
   export CONFORM_FALLBACK_LINKS=${CONFORM_FALLBACK_LINKS:-preload}
   export DIFFRAND_OPS=${DIFFRAND_OPS:-7500} DIFFRAND_FALLBACK_OPS=${DIFFRAND_FALLBACK_OPS:-2000}
   export RSVERBS_CROSS_ARCHES=${RSVERBS_CROSS_ARCHES:-s390x}
-  # The stripped size against libibverbs' (issue 32's release goal) is
-  # printed, and CI fails on it: over it at c987331 after issue 40's engine.
+  # The stripped size against libibverbs' (a release goal, docs/building.md) is
+  # printed, and CI fails on it: over it at c987331 after the fabric-join engine's rework.
   export RSVERBS_SIZE_BAR=${RSVERBS_SIZE_BAR:-0}
 fi
 # The guest's whole-boot timeout (ctest/vm_suite.sh's 1,500 s) with room

@@ -3,7 +3,7 @@
 # stand-in apt-get (logic tests: nothing here boots a guest or reaches a
 # mirror):
 #   - the closing line counts a step that failed without writing a FAIL
-#     result (issue 41: make check once closed on "89917 passed, 0 failed"
+#     result (make check once closed on "89917 passed, 0 failed"
 #     while make exited 2), once, and not again a step that did write one;
 #   - testbed/apt.sh's private apt-get update runs one at a time: two
 #     forced updates never overlap, and of two updates due at once only the

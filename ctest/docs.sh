@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The facts the documentation repeats, checked against their one source, so
-# that they cannot drift apart again (issue 41 item 4):
+# that they cannot drift apart again:
 #   - the deliberate differences from rdma-core: the same tagged items in
 #     docs/usage.md (the list) and rsverbs(7) ("difference: TAG");
 #   - rsverbs' own exports: src/rsverbs.map (the only version script) against

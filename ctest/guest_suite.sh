@@ -37,7 +37,7 @@ if [ -n "${RSVERBS_TRACE_ALL:-}" ]; then
 fi
 # Opt-in suites run only when RSVERBS_SUITES names them: faults (make
 # faults, its own step in .ci/run: it forks hundreds of programs), and sib
-# (the software InfiniBand HCA, issue 38: needs RSVERBS_SIB=1 on the host,
+# (the software InfiniBand HCA, testbed/sib/: needs RSVERBS_SIB=1 on the host,
 # in no make check step yet).
 OPT_IN="faults sib"
 # Not again in make check-traced: trace sets RSVERBS_TRACE itself, per run,

@@ -137,10 +137,10 @@ pub fn link_layer(dev: &Device, port: u32) -> Option<LinkLayer> {
 
 /// The link layer of `port` of the device whose sysfs directory is
 /// `sysfs`, read into a buffer on the stack: no allocation, so a caller
-/// under memory pressure is never told its port is wrong (issue 40 item
-/// 4: the text was a `String`, and a failed allocation read as "no such
-/// port", EINVAL). Err(EINVAL) only when the device has no such port (port
-/// 0, or no `ports/N/link_layer`: ENOENT, ENOTDIR); any other failure is
+/// under memory pressure is never told its port is wrong (the text was a
+/// `String`, and a failed allocation read as "no such port", EINVAL).
+/// Err(EINVAL) only when the device has no such port (port 0, or no
+/// `ports/N/link_layer`: ENOENT, ENOTDIR); any other failure is
 /// the kernel's errno (ENOMEM, EMFILE, ...), as librdmacm passes it on.
 pub fn port_link_layer(sysfs: &str, port: u32) -> Result<LinkLayer, libc::c_int> {
     if port == 0 {
@@ -414,7 +414,7 @@ mod tests {
         }
     }
 
-    /// Issue 40 item 4: the port check allocates nothing (a failed
+    /// The port check allocates nothing (a failed
     /// allocation can no longer read as "no such port"), and EINVAL is
     /// only the absent port's answer.
     #[test]

@@ -1,6 +1,6 @@
 #!/bin/bash
 # rsverbs test bed: build sib.ko, the project's software InfiniBand HCA
-# (testbed/sib/sib.c, issue 38), out of tree for a Debian kernel package:
+# (testbed/sib/sib.c), out of tree for a Debian kernel package:
 # against the kernel's linux-headers and linux-kbuild, unpacked into the
 # cache by testbed/kheaders.sh (nothing is installed on the host), as
 # testbed/siw.sh does for siw.  Loaded in the guest with RSVERBS_SIB=1

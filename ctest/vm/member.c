@@ -16,7 +16,7 @@
  *   member DEV NETDEV BINDADDR once full|sendonly rsverbs|rdmacm GROUP
  *       joins and leaves GROUP, printing membership after each.
  *   member DEV NETDEV BINDADDR privdrop rsverbs|rdmacm UID
- *       a privilege drop (issue 40's acceptance): as root, attaches (rsverbs)
+ *       a privilege drop (docs/fabric-join.md, credential changes): as root, attaches (rsverbs)
  *       and joins; then setgroups(0), setresgid(UID), setresuid(UID); then
  *       attaches, detaches and leaves again. The kernel refuses the
  *       rdma_cm fd opened as root to the new credentials (EACCES,

@@ -22,7 +22,7 @@
 #             reaped (its sockets or rdma_cm fd closed by the kernel).
 #   traced    RSVERBS_TRACE=FILE: a "member join"/"member leave" line for
 #             each call past the argument checks, with its kind and result.
-#   privdrop  issue 40's acceptance: a program attaches and joins as root,
+#   privdrop  a credential change (docs/fabric-join.md): a program attaches and joins as root,
 #             drops to nobody (setgroups, setresgid, setresuid), then
 #             attaches, detaches and leaves again. librdmacm's calls after
 #             the drop answer EACCES (the kernel's rule: ucma_write,
@@ -40,14 +40,11 @@ DEV=${MEMBER_DEV:-rxe1} ND=${MEMBER_NET:-dummy0}
 ADDR=$(ip -4 -o addr show dev "$ND" | awk '{ sub(/\/.*/, "", $4); print $4; exit }')
 TMO=${MEMBER_TIMEOUT:-60}
 G=239.77.5.9
-# /proc/net/igmp's group column: the address's 4 bytes read as a u32 in the
-# host's byte order, "%08X" (igmp.c igmp_mc_seq_show).
-if [ "$(printf '\001\000' | od -An -tu2 | tr -d ' ')" = 1 ]; then HEX=09054DEF; else HEX=EF4D0509; fi
 
 check "the bind address of $ND ($ADDR)" test -n "$ADDR"
 
 # held: whether G is in /proc/net/igmp on ND; gone: whether it is not.
-held() { awk -v nd="$ND" -v g="$HEX" '/^[0-9]/ { in_nd = ($2 == nd) } in_nd && $1 == g { f = 1 } END { exit !f }' /proc/net/igmp; }
+held() { igmp_held "$ND" "$G"; }
 gone() { ! held; }
 
 # hold ENV LIB: a full member of G in its own process (member.c hold), its

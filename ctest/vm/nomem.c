@@ -60,7 +60,7 @@ int main(int argc, char **argv)
 	alloc_fail_armed = 0;
 	fflush(stdout);
 	fprintf(stderr, "rsverbs allocations: %d failed, %d made\n", alloc_fail.failed, alloc_fail.seen - alloc_fail.failed);
-	/* Explicit membership (issue 40 item 4), after the count (it
+	/* Explicit membership (rsverbs_mcast_join(3): ENOMEM, never EINVAL), after the count (it
 	 * allocates, the verbs above do not): on stderr, "member join ret=R
 	 * errno=E" and the leave's. Without memory the join is ENOMEM (12),
 	 * never EINVAL ("no such port"), and the leave of what was not joined

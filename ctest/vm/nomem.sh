@@ -28,7 +28,7 @@ for mode in relinked preload; do
     check "$l: served by librsverbs" grep -q 'served-by ibv_attach_mcast=librsverbs.so.1' "$W/$l.nomem.err"
     check "$l: every verb answers as with memory ($(wc -l < "$W/$l.mem") calls)" diff -u "$W/$l.mem" "$W/$l.nomem"
     check "$l: the verbs succeeded" test "$(grep -c 'ret=0 ' "$W/$l.nomem")" -ge 6
-    # rsverbs_mcast_join/_leave (issue 40 item 4): with memory 0 and 0;
+    # rsverbs_mcast_join/_leave (ENOMEM, never EINVAL): with memory 0 and 0;
     # without, the join ENOMEM (never EINVAL, "no such port") and the
     # leave of what was not joined EADDRNOTAVAIL.
     check "$l: explicit join and leave with memory: 0, 0" \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `rsverbs selftest` (docs/selftest.md, issue 42), in the guest:
+# `rsverbs selftest` (docs/selftest.md), in the guest:
 #  1. On rxe0 (lo) and rxe1 (dummy0): exit 0, every case identical, in text
 #     and in --json (parsed by python3), the report file the same as stdout;
 #     the header's facts are the guest's (uname -r, the rdma-core release of

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# sib, the project's software InfiniBand HCA (testbed/sib/sib.c, issue 38),
+# sib, the project's software InfiniBand HCA (testbed/sib/sib.c),
 # step 1: two IB devices with one port each and the verbs of a UD QP, with
 # no data path (post_send answers EOPNOTSUPP) and no SMA (the ports stay
 # INIT, LID 0). Loaded by the test bed with RSVERBS_SIB=1; opt-in in

@@ -5,7 +5,7 @@
 # and errno untouched; rsverbs must answer the same (src/rdma_core/provider.rs).
 # noop.c runs as (a) rdma-core, (b) relinked, (c) preloaded, each under
 # strace: identical lines, and no system call between its markers. Then
-# `rsverbs selftest siw0`: every case identical (issue 42).
+# `rsverbs selftest siw0`: every case identical (docs/selftest.md).
 set -uo pipefail
 source "$(dirname "$0")/../lib.sh"
 W=$(mktemp -d)

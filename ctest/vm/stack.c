@@ -24,7 +24,7 @@
  * each first call, so that the call's line opens the file again by its
  * path (the sink's re-open: the deepest trace path).
  *
- * Failure paths (issue 40 item 3), by the environment: STACK_PENDING_RUN=1
+ * Failure paths (docs/security.md, the stack budget), by the environment: STACK_PENDING_RUN=1
  * makes three ENODATA GID queries (indexes 9 to 11) before each first call, so that the
  * trace's collapsed run is pending when the call's first line (and the
  * file's re-open, as root) comes; STACK_CRED_CHANGE=1 joins a group as

@@ -8,7 +8,7 @@
 # alternate stack whose lower end is a guard page answers as when called
 # normally, and as rdma-core alone does. Relinked and preloaded, plain,
 # with both features, with the trace alone (hints), and with the fabric
-# join and the trace (fabric). And the failure paths (issue 40 item 3),
+# join and the trace (fabric). And the failure paths (docs/security.md),
 # each with the fabric join and the trace: fabricfail (the join's open
 # fails: a mount namespace where /dev/infiniband/rdma_cm is a regular
 # file, ENODEV, its failed line and hint written in the call), pending (a

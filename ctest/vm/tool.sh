@@ -10,8 +10,8 @@
 #  2. `rsverbs doctor`: every verdict reached by injecting its fault on
 #     rxe1/dummy0, and its healthy twin: exit status, the check's status in
 #     the text and in --json (parsed by python3), the fix printed; the
-#     JSON's link_layer and skipped (issue 41).
-#  3. The conventions (issue 41 item 5, docs/tool.md "Conventions"): help
+#     JSON's link_layer and skipped.
+#  3. The conventions (docs/tool.md "Conventions"): help
 #     of the command and at the top on stdout with exit 0; every form of
 #     --dev/--port (--dev=X, -dX, -d X, -i N) in both commands gives what
 #     the long form gives; bad usage (bad GROUP, unknown option) exit 2

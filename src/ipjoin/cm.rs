@@ -741,7 +741,7 @@ mod tests {
         v
     }
 
-    /// Issue 40 item 1a: the SM re-registers the port and multicast.c
+    /// The SM re-registers the port and multicast.c
     /// sends `-ENETRESET` to every member; a send-only join reads the full
     /// membership's error. It is that membership's: left, forgotten in the
     /// full counts (before: not found in the send-only counts, dropped),
@@ -764,7 +764,7 @@ mod tests {
         assert_eq!(ch.counts(JOIN_FULL).holder(3, &g(1)), Some(Handle(2)));
     }
 
-    /// Issue 40 item 1b: a send-only join whose SA answer comes after its
+    /// A send-only join whose SA answer comes after its
     /// wait; its refusal is read by a later full join of the same group.
     /// The refusal is the send-only one's (matched by handle): the full
     /// join succeeds and is held (before: `refused(ifindex, group)` gave
@@ -787,7 +787,7 @@ mod tests {
         assert!(o.contains(&Outcome::Failed { ifindex: 3, mgid: g(2), step: "event", errno: libc::ETIMEDOUT }), "{o:?}");
     }
 
-    /// Issue 40 item 7: ADDR_CHANGE and DEVICE_REMOVAL carry the ID's own
+    /// ADDR_CHANGE and DEVICE_REMOVAL carry the ID's own
     /// id, which collides with multicast handles (both tables start at
     /// 0). ADDR_CHANGE ends nothing (before: it left handle 0's
     /// membership); DEVICE_REMOVAL ends every membership on that ID, and
@@ -823,7 +823,7 @@ mod tests {
         assert_eq!(fake::with(|f| f.sent(CMD_CREATE_ID)), vec![0, 1, 2]);
     }
 
-    /// Issue 40 item 6: during the join's wait the program closes
+    /// During the join's wait the program closes
     /// rsverbs' fd and opens its own rdma_cm fd at the same number. After
     /// the wait the fd is found not ours and forgotten: no GET_EVENT (or
     /// anything) is written to it, the program's event stays unread
@@ -846,7 +846,7 @@ mod tests {
         assert_eq!(fake::with(|f| f.pipes.len()), 2);
     }
 
-    /// Issue 40 item 2: after a credential change every command on the
+    /// After a credential change every command on the
     /// fd answers EACCES (ucma.c `ucma_write`, `ib_safe_file_access`). The
     /// fd is closed (the kernel leaves its groups), its memberships told
     /// lost at `cred-change`, a new fd opened and every membership held

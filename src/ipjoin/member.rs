@@ -57,7 +57,7 @@ const EXPLICIT_WAIT_MS: u32 = 1000;
 /// `ports/N` is absent: the kernel's own answer to a bad port is EINVAL,
 /// device.c `rdma_is_port_valid`), any other failure its own errno (read
 /// without allocating: a caller under memory pressure is never told its
-/// port is wrong, issue 40 item 4).
+/// port is wrong).
 fn ethernet(dev: &Device, port: u32) -> Result<bool, c_int> {
     crate::port::port_link_layer(dev.sysfs(), port).map(|l| l == crate::port::LinkLayer::Ethernet)
 }

@@ -186,7 +186,7 @@ pub fn exclusive<R>(f: impl FnOnce(&mut State) -> R) -> Option<R> {
 /// commands, the counting) runs under it, so the ordering promises hold
 /// (docs/security.md, promise 7); another call may read the answer, end
 /// the membership, leave it, or replace the fd meanwhile, and tells the
-/// wait in the channel (issue 40 item 5: an explicit join waiting up to
+/// wait in the channel (an explicit join waiting up to
 /// 1 s for the SA stalled every attach, detach, join and leave).
 pub fn exclusive_then<R, T>(f: impl FnOnce(&mut State) -> R, then: impl FnOnce(&mut State, u64, R) -> T) -> Option<T> {
     let me = crate::sys::gettid() as u32;
@@ -364,7 +364,7 @@ impl State {
         // The events and outcomes of this call are traced after its work,
         // with the lock held again (exclusive's fabric_waits_told): never
         // beneath the engine's and this function's frames (docs/security.md,
-        // the stack budget; issue 40 item 3).
+        // the stack budget).
         // A detach, or a duplicate attach (one attachment in the kernel),
         // joins only a lost membership of the group.
         let again = !v.attach || dup;
@@ -658,7 +658,7 @@ mod tests {
         assert_eq!(STATE.holder.load(Relaxed), 0);
     }
 
-    /// Issue 40 item 5, A LOGIC TEST OF THE LIBRARY, NOT OF THE KERNEL
+    /// A LOGIC TEST OF THE LIBRARY, NOT OF THE KERNEL
     /// (cm.rs' stand-in rdma_cm, a pipe, shared by two threads): while an
     /// explicit join waits up to 1 s for its answer (the SA's, on
     /// InfiniBand), another thread's call takes the lock at once and uses

@@ -481,7 +481,7 @@ mod tests {
         assert_eq!(viol_rise(0, u32::MAX), Some((u32::MAX, true)));
     }
 
-    /// Issue 40 item 2 (the hint): the text names the privilege drop, the
+    /// The credential-change hint: the text names the privilege drop, the
     /// kernel's rule and log line, and what was done (fd replaced,
     /// memberships joined again), or why not.
     #[test]

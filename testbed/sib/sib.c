@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 /*
- * sib: a software InfiniBand HCA for the rsverbs test bed (issue 38).
+ * sib: a software InfiniBand HCA for the rsverbs test bed (testbed/README.md).
  *
  * New code written for rsverbs; no code is copied from rxe, siw, pib or any
  * other driver (their designs were read).  Licence: GPL-2.0 OR MIT, declared

@@ -4,10 +4,9 @@
  *
  * Only Linux 6.1 (Debian 12's 6.1.0-56-amd64) is built so far.  The hooks
  * below mark where the ib_device API is known to differ in the other kernels
- * the test bed boots (5.10, 6.12, 7.x), per
- * shared/reference/software-infiniband.md section 5.3 ("memory" claims
- * there: check each one against that kernel's linux-headers before
- * relying on it).  Every other file uses only these names.
+ * the test bed boots (5.10, 6.12, 7.x), as read in
+ * upstream's include/rdma/ib_verbs.h history, not yet built against: check
+ * each one against that kernel's linux-headers before relying on it).  Every other file uses only these names.
  */
 #ifndef SIB_COMPAT_H
 #define SIB_COMPAT_H
