@@ -31,7 +31,11 @@ run_check() {
   rm -rf "$tmp/out"
   mkdir -p "$tmp/out"
   st=0
-  RSVERBS_CHECK_OUT=$tmp/out RSVERBS_CHECK_HOST_STEPS=$1 RSVERBS_CHECK_GUEST_STEPS=$2 \
+  # The caller's own make check knobs stay out: .ci/run runs this with
+  # RSVERBS_CHECK_ONLY=host (one lane, no closing line), and a developer
+  # may have set any of them.
+  env -u RSVERBS_CHECK_ONLY -u RSVERBS_CHECK_SERIAL -u RSVERBS_CHECK_PREFETCH -u RSVERBS_CHECK_FULL \
+    RSVERBS_CHECK_OUT="$tmp/out" RSVERBS_CHECK_HOST_STEPS="$1" RSVERBS_CHECK_GUEST_STEPS="$2" \
     ctest/check.sh > "$tmp/log" 2>&1 || st=$?
   last=$(tail -n 1 "$tmp/log")
 }
