@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# sib, the project's software InfiniBand HCA (testbed/sib/sib.c),
-# step 1: two IB devices with one port each and the verbs of a UD QP, with
-# no data path (post_send answers EOPNOTSUPP) and no SMA (the ports stay
-# INIT, LID 0). Loaded by the test bed with RSVERBS_SIB=1; opt-in in
+# sib, the project's software InfiniBand HCA (testbed/sib/sib.c):
+# two IB devices with one port each, the verbs of a UD QP, and (step 2) the
+# UD data path across the cable between them; no SMA yet (the ports stay
+# INIT, LID 0, unless the module is loaded with fixed_lids=1). Loaded by the test bed with RSVERBS_SIB=1; opt-in in
 # ctest/guest_suite.sh (in no make check step yet). What it asserts, with
 # rdma-core's own tools and its stock ipathverbs provider (the device reports
 # driver_id QIB and uverbs ABI 1, so ipathverbs sends every verb to the
@@ -94,7 +94,8 @@ else
     want "port state=2 link_layer=1 lid=0" "ibv_query_port: INIT, InfiniBand"
     for v in modify_init modify_rtr modify_rts query_qp post_recv create_ah; do want "$v ret=0" "$v succeeds"; done
     want "query_qp state=3 qkey=0x11111111" "query_qp gives back RTS and the Q_Key"
-    want "post_send ret=95 Operation not supported" "post_send: no data path in step 1"
+    # INIT, no LID: the send completes (UD), nothing leaves the port.
+    want "post_send ret=0" "post_send on a port that is not ACTIVE: accepted"
     want "attach_c001 ret=0" "attach ff12:401b::1 LID 0xc001"
     # ib_uverbs keeps each user QP's attachments and answers these two
     # itself, before the driver (uverbs_cmd.c, ib_uverbs_attach_mcast and
@@ -108,7 +109,7 @@ else
     want "req_notify ret=0" "req_notify_cq"
     want "modify_err ret=0" "modify to ERR"
     want "cq_event=yes" "completion event (from the work item)"
-    want "poll n=1 wr_id=7 status=Work Request Flushed Error" "the posted receive is flushed"
+    want "poll n=2 wr_id=8 status=success wr_id=7 status=Work Request Flushed Error" "the send's completion, then the posted receive flushed"
     for v in destroy_ah destroy_qp dereg_mr destroy_cq destroy_comp_channel dealloc_pd close_device; do want "$v ret=0" "$v"; done
   done
 fi
@@ -125,6 +126,75 @@ check "no WARNING, BUG or Call Trace in the kernel log since sib loaded" \
 if [ -e $KO ]; then
   if insmod $KO 2> "$W/insmod.err"; then pass "insmod sib again"; else fail "insmod sib again: $(cat "$W/insmod.err")"; fi
   check "sib0 and sib1 again" wait_until 10 test -d $S/sib1
+fi
+
+# The data path (step 2): loaded again with fixed_lids=1, the test bed's
+# hook until the SMA: both ports ACTIVE, sib0 LID 1, sib1 LID 2, SM LID 1.
+if [ -e $KO ] && rmmod sib && insmod $KO fixed_lids=1 2> "$W/insmod.err" && wait_until 10 test -d $S/sib1; then
+  pass "insmod sib fixed_lids=1"
+  for d in 0 1; do
+    check "sib$d: port ACTIVE with fixed_lids" [ "$(cat $S/sib$d/ports/1/state)" = "4: ACTIVE" ]
+    check "sib$d: LID $((d + 1)), SM LID 1" [ "$(cat $S/sib$d/ports/1/lid) $(cat $S/sib$d/ports/1/sm_lid)" = "0x$((d + 1)) 0x1" ]
+  done
+  if ! cc -O2 -Wall -Werror -o "$W/sibdata" "$ROOT/testbed/sib/sibdata.c" -libverbs 2> "$W/cc2.err"; then
+    fail "sibdata.c does not build:"; cat "$W/cc2.err" >&2
+  else
+    "$W/sibdata" > "$W/sibdata.out" 2> "$W/sibdata.err"
+    st=$?
+    show sibdata "$W/sibdata.out"; show "sibdata (stderr)" "$W/sibdata.err"
+    check "sibdata ran to its end (exit 0)" [ "$st" = 0 ]
+    have() { # REGEX DESCRIPTION
+      if grep -Eqx "$1" "$W/sibdata.out"; then pass "data: $2"; else fail "data: $2: want /$1/, got '$(grep -F "${1%% *}" "$W/sibdata.out" | head -1)'"; fi
+    }
+    qa=$(sed -n 's/^qpn a=\([0-9]*\) .*/\1/p' "$W/sibdata.out")
+    qd=$(sed -n 's/^qpn .* d=\([0-9]*\)$/\1/p' "$W/sibdata.out")
+    ok="status=success byte_len"
+    for v in send_plain send_grh send_mtu send_small send_bad_qkey send_fence send_own_qkey send_to_pkey0 send_fence_pkey send_loop send_mcast send_fence_a send_mcast2 send_fence_b; do
+      have "$v ret=0" "$v: posted and completed"
+    done
+    have "recv_plain wr_id=1 $ok=296 src_qp=$qa slid=1 grh=0 imm=0 data=ok" "unicast sib0 -> sib1: 256 bytes after the 40-byte GRH area, from QP a, SLID 1"
+    have "plain_grh_area_untouched yes" "without a GRH the first 40 bytes are left as they were"
+    have "recv_grh wr_id=2 $ok=1040 src_qp=$qa slid=1 grh=1 imm=0 data=ok" "with a GRH: IBV_WC_GRH"
+    have "grh version=6 next_hdr=0x1b paylen=1024 sgid_is_a=1 dgid_is_b=1" "the GRH: IPVer 6, next header BTH, PayLen 12+8+1000+4, SGID the sender's, DGID the AH's"
+    have "recv_mtu wr_id=3 $ok=4136 src_qp=$qa slid=1 grh=0 imm=0 data=ok" "a full 4096-byte MTU"
+    have "send_over_mtu ret=22" "4097 bytes: refused at post (EINVAL)"
+    have "recv_small wr_id=4 status=local length error .*" "a receive smaller than 40 + payload: IBV_WC_LOC_LEN_ERR"
+    have "recv_after_bad_qkey wr_id=5 $ok=104 src_qp=$qa slid=1 grh=0 imm=0 data=ok" "another Q_Key: dropped (the next good datagram is the first received)"
+    have "qkey_viol_cntr_rise 1" "another Q_Key: counted in qkey_viol_cntr"
+    have "recv_own_qkey wr_id=6 $ok=104 src_qp=$qa slid=1 grh=0 imm=0 data=ok" "remote_qkey with bit 31 set: the sending QP's own Q_Key"
+    have "recv_after_bad_pkey wr_id=16 $ok=104 src_qp=$qa slid=1 grh=0 imm=0 data=ok" "the fence after the P_Key 0x0000 QP"
+    have "bad_pkey_cntr_rise 1" "a P_Key that matches nothing: counted in bad_pkey_cntr"
+    have "pkey0_polled 0" "... and not received"
+    have "recv_loop wr_id=8 $ok=104 src_qp=$qa slid=1 grh=0 imm=0 data=ok" "unicast to the sending port's own LID: looped back"
+    for q in b c d; do
+      have "mcast_$q wr_id=[0-9]+ $ok=552 src_qp=$qa slid=1 grh=1 imm=0 data=ok" "multicast to MLID 0xc001: QP $q attached, receives it once"
+    done
+    have "sender_first_recv wr_id=12 $ok=104 src_qp=$qd slid=1 grh=0 imm=0 data=ok" "the sending QP, attached, does not receive its own multicast"
+    have "mcast2_c wr_id=14 $ok=552 src_qp=$qa slid=1 grh=1 imm=0 data=ok" "after b's detach: c still receives"
+    have "mcast2_d wr_id=15 $ok=552 src_qp=$qa slid=1 grh=1 imm=0 data=ok" "after b's detach: d (beside the sender) still receives"
+    have "detached_first_recv wr_id=13 $ok=104 src_qp=$qa slid=1 grh=0 imm=0 data=ok" "after its detach b receives no multicast (the next unicast is its first)"
+  fi
+  # rdma-core's own UD ping-pong across the cable, with GRH (-g 0).
+  ibv_ud_pingpong -d sib1 -g 0 -n 200 -s 1024 > "$W/udpp.server" 2>&1 &
+  srv=$!
+  sleep_until_listening() { ss -ltn 2>/dev/null | grep -q ':18515 '; }
+  wait_until 10 sleep_until_listening
+  timeout 60 ibv_ud_pingpong -d sib0 -g 0 -n 200 -s 1024 127.0.0.1 > "$W/udpp.client" 2>&1
+  cst=$?
+  wait "$srv"; sst=$?
+  show "ibv_ud_pingpong server" "$W/udpp.server"; show "ibv_ud_pingpong client" "$W/udpp.client"
+  check "ibv_ud_pingpong sib0 -> sib1: the client's 200 iterations (exit $cst)" \
+    bash -c "[ $cst = 0 ] && grep -Eq '^[0-9]+ iters in ' '$W/udpp.client'"
+  check "ibv_ud_pingpong: the server's too (exit $sst)" bash -c "[ $sst = 0 ] && grep -Eq '^[0-9]+ iters in ' '$W/udpp.server'"
+  dmesg > "$W/dmesg.before2"
+  if rmmod sib 2> "$W/rmmod.err"; then pass "rmmod sib after the data path"; else fail "rmmod sib after the data path: $(cat "$W/rmmod.err")"; fi
+  dmesg > "$W/dmesg.after2"
+  awk '/fixed LIDs 1 and 2, ACTIVE/ { on = 1 } on' "$W/dmesg.after2" > "$W/dmesg.sib2"
+  show dmesg "$W/dmesg.sib2"
+  check "no WARNING, BUG or Call Trace in the kernel log since the data path's load" \
+    bash -c "! grep -Eq 'WARNING|BUG|Call Trace|refcount|leak' '$W/dmesg.sib2'"
+else
+  fail "insmod sib fixed_lids=1: $(cat "$W/insmod.err" 2>/dev/null)"
 fi
 mkdir -p "$RESULTS_DIR/sib" && cp "$W"/* "$RESULTS_DIR/sib/" 2>/dev/null
 rm -rf "$W"

@@ -11,13 +11,27 @@
  * RDMA_CORE_PORT_IBA_IB, virtual DMA: no dma_device).  They are meant to be
  * cabled back to back inside the module.
  *
- * STEP 1 (this file): devices, ports, the verbs objects and their state, but
- * no data path:
- *  - post_send fails with -EOPNOTSUPP (the cable, the UD engine, is step 2);
- *  - post_recv queues receive WQEs (flushed when the QP goes to ERR);
- *  - there is no SMA (process_mad, step 3): no SM can configure the port,
- *    so it stays INIT with LID 0 and phys state LinkUp, as a real HCA port
- *    with a live link and no SM.
+ * STEP 1: devices, ports, the verbs objects and their state.
+ * STEP 2: the cable and the UD engine (below, "the data path"):
+ *  - post_send builds one packet per work request (LRH fields, the GRH when
+ *    the AH is global, BTH/DETH fields: the P_Key, the destination QPN, the
+ *    Q_Key), copies the payload out of the sender's MRs and hands the packet
+ *    to a work item of the sending device (never delivered inline); the
+ *    send completes at once (UD is unreliable: the WQE is consumed);
+ *  - the work item routes it by DLID: to the peer port at the other end of
+ *    the cable, or back to the sending port (its own LID); a multicast
+ *    DLID goes to every QP attached with that MLID (and the GRH's MGID) on
+ *    the peer port, and to the sending port's attached QPs but the sender;
+ *  - each receiving QP checks the P_Key (bad_pkey_cntr) and the Q_Key
+ *    (qkey_viol_cntr, 16 bits, saturating as the IBA's PortInfo counters),
+ *    takes a receive WQE, writes the GRH into its first 40 bytes when the
+ *    packet had one and the payload after them.
+ * There is no SMA yet (process_mad, step 3): no SM can configure the port.
+ * Without the fixed_lids parameter the ports stay INIT with LID 0 and phys
+ * state LinkUp, as a real HCA port with a live link and no SM, and carry
+ * no data (a port sends and takes data packets only when ACTIVE).  With
+ * fixed_lids=1 (the test bed's hook until the SMA) the ports come up ACTIVE
+ * with sib0 LID 1 and sib1 LID 2, SM LID 1.
  *
  * Identifiers, locally administered EUI-64s (bit 0x02 of the first octet set,
  * no OUI), the bytes 53 49 42 are "SIB", N is the device index (0 or 1):
@@ -32,9 +46,12 @@
  *
  * Locking (Documentation/infiniband/core_locking.rst): post_send, post_recv,
  * poll_cq, req_notify_cq, create_ah and destroy_ah may run in atomic context:
- * they take spinlocks with interrupts saved and never allocate or sleep.
- * Completion handlers run from a work item (sib_wq), never inline.
- * Lock order: qp->lock, then cq->lock.
+ * they take spinlocks with interrupts saved and never sleep; post_send
+ * allocates its packet with GFP_ATOMIC.  Completion handlers run from a work
+ * item (sib_wq), never inline; so does every delivery.
+ * Lock order: sib_cable_lock; then the receiving device's qp_xa lock or
+ * mcast_lock; then qp->lock; then cq->lock; the port's lock is taken alone
+ * or innermost.
  */
 #include <linux/module.h>
 #include <linux/slab.h>
@@ -43,6 +60,8 @@
 #include <linux/xarray.h>
 #include <linux/workqueue.h>
 #include <linux/spinlock.h>
+#include <linux/scatterlist.h>
+#include <linux/overflow.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/ib_umem.h>
 #include <rdma/ib_mad.h>
@@ -67,8 +86,18 @@
 #define SIB_MAX_MCAST_QP_ATTACH	64
 #define SIB_MAX_TOTAL_MCAST	(SIB_MAX_MCAST_GRP * SIB_MAX_MCAST_QP_ATTACH)
 #define SIB_GUID_BASE		0x0200005349420000ULL
+#define SIB_MTU			4096	/* IB_MTU_4096: a UD message is one packet */
+#define SIB_GRH_LEN		40	/* sizeof(struct ib_grh) */
 
 static struct workqueue_struct *sib_wq;
+
+static bool fixed_lids;
+module_param(fixed_lids, bool, 0444);
+MODULE_PARM_DESC(fixed_lids,
+		 "ports ACTIVE at load with sib0 LID 1, sib1 LID 2, SM LID 1 (the test bed's hook until the SMA)");
+
+/* The cable: sib_dev.peer, cut (NULL) before the devices go at unload. */
+static DEFINE_SPINLOCK(sib_cable_lock);
 
 struct sib_port {
 	spinlock_t lock;	/* the fields below */
@@ -80,8 +109,8 @@ struct sib_port {
 	u8 sm_sl;
 	u32 cap_flags;
 	u16 pkeys[SIB_PKEY_TBL_LEN];
-	u32 qkey_viol_cntr;
-	u16 bad_pkey_cntr;
+	u32 qkey_viol_cntr;	/* both saturate at 0xffff (sib_count) */
+	u32 bad_pkey_cntr;
 };
 
 struct sib_mcast {		/* one QP attached to one group */
@@ -102,7 +131,30 @@ struct sib_dev {
 	struct list_head mcast_list;
 	unsigned int mcast_groups;	/* distinct (MGID, MLID) keys */
 	unsigned int mcast_attached;	/* entries in mcast_list */
-	struct sib_dev *peer;		/* the other end of the cable */
+	struct sib_dev *peer;		/* the other end; sib_cable_lock */
+	struct xarray qp_xa;		/* qp_num -> sib_qp (0 and 1 too) */
+	spinlock_t xmit_lock;		/* xmit_list */
+	struct list_head xmit_list;	/* packets sent, not yet delivered */
+	struct work_struct xmit_work;	/* delivers them */
+};
+
+/* One UD packet on the cable: what its headers carry, then the payload. */
+struct sib_pkt {
+	struct list_head list;
+	struct sib_dev *from;		/* the sending device */
+	u32 src_qpn;			/* BTH/DETH */
+	u32 dest_qpn;
+	u32 qkey;
+	u16 pkey;
+	u16 slid;			/* LRH */
+	u16 dlid;
+	u8 sl;
+	bool has_grh;
+	bool has_imm;
+	__be32 imm;
+	struct ib_grh grh;
+	u32 len;
+	u8 data[];
 };
 
 struct sib_ucontext {
@@ -388,8 +440,8 @@ static struct ib_mr *sib_mr_new(struct sib_dev *sd, struct ib_umem *umem,
 	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
 	if (!mr)
 		return ERR_PTR(-ENOMEM);
-	err = xa_alloc(&sd->mr_xa, &idx, mr, XA_LIMIT(1, SIB_MAX_MR),
-		       GFP_KERNEL);
+	err = xa_alloc_irq(&sd->mr_xa, &idx, mr, XA_LIMIT(1, SIB_MAX_MR),
+			   GFP_KERNEL);
 	if (err) {
 		kfree(mr);
 		return ERR_PTR(err == -EBUSY ? -ENOMEM : err);
@@ -427,7 +479,9 @@ static int sib_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 {
 	struct sib_mr *mr = to_smr(ibmr);
 
-	xa_erase(&to_sdev(ibmr->device)->mr_xa, ibmr->lkey >> 8);
+	/* After this no post_send or delivery copies to or from it: both
+	 * hold the xarray's lock across their copy. */
+	xa_erase_irq(&to_sdev(ibmr->device)->mr_xa, ibmr->lkey >> 8);
 	ib_umem_release(mr->umem);	/* NULL-safe */
 	kfree(mr);
 	return 0;
@@ -580,13 +634,20 @@ static void sib_qp_flush_rq_locked(struct sib_qp *qp)
 	spin_unlock(&cq->lock);
 }
 
+/* The QP enters ERR: its receives are flushed; qp->lock held. */
+static void sib_qp_error_locked(struct sib_qp *qp)
+{
+	qp->state = IB_QPS_ERR;
+	sib_qp_flush_rq_locked(qp);
+}
+
 static int sib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 			 struct ib_udata *udata)
 {
 	struct sib_dev *sd = to_sdev(ibqp->device);
 	struct sib_qp *qp = to_sqp(ibqp);
 	struct ib_qp_cap *c = &init->cap;
-	int qpn;
+	int qpn, err;
 
 	switch (init->qp_type) {
 	case IB_QPT_SMI:
@@ -636,6 +697,16 @@ static int sib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	qp->state = IB_QPS_RESET;
 	qp->cap = *c;
 	qp->sq_sig_type = init->sq_sig_type;
+	/* Found by the delivery from now on (it takes nothing in RESET). */
+	err = xa_insert(&sd->qp_xa, ibqp->qp_num, qp, GFP_KERNEL);
+	if (err) {
+		if (qp->ida_qpn)
+			ida_free(&sd->qpn_ida, ibqp->qp_num);
+		qp->ida_qpn = false;
+		kvfree(qp->rq);
+		qp->rq = NULL;
+		return err == -EBUSY ? -EINVAL : err;
+	}
 	return 0;
 }
 
@@ -648,6 +719,9 @@ static int sib_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 
 	/* The core refuses while attachments count in usecnt; be safe. */
 	sib_mcast_purge_qp(sd, qp);
+	/* Out of both tables: no delivery reaches it once this returns (the
+	 * delivery holds the table's lock while it writes to a QP). */
+	xa_erase(&sd->qp_xa, ibqp->qp_num);
 	if (qp->ida_qpn)
 		ida_free(&sd->qpn_ida, ibqp->qp_num);
 	kvfree(qp->rq);
@@ -700,7 +774,7 @@ static int sib_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
 			qp->pkey_index = 0;
 			qp->sq_psn = 0;
 		} else if (next == IB_QPS_ERR) {
-			sib_qp_flush_rq_locked(qp);
+			sib_qp_error_locked(qp);
 		}
 	}
 out:
@@ -735,17 +809,221 @@ static int sib_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	return 0;
 }
 
+/* ---- the data path: send ------------------------------------------------ */
+
 /*
- * STEP 1: no data path yet.  The cable between sib0 and sib1 (the UD engine
- * that builds the packet, hands it to the peer port in a work item and
- * completes the send) is step 2; until then every send fails here, before
- * anything is queued.
+ * Copy len bytes between buf and the memory of one SGE, checked against its
+ * MR: the L_Key names a live MR of the QP's PD that covers the range, with
+ * local write access when it is written to.  For the DMA MR the address is a
+ * kernel virtual address (virtual DMA); for a user MR, an offset into its
+ * pinned pages.  Runs under the MR table's lock, so the MR cannot be
+ * deregistered during the copy.  -EFAULT: a protection error.
+ */
+static int sib_sge_copy(struct sib_dev *sd, struct ib_pd *pd,
+			const struct ib_sge *sge, u32 at, void *buf, u32 len,
+			bool to_mr)
+{
+	struct sib_mr *mr;
+	unsigned long flags;
+	u64 addr, end;
+	int err = 0;
+
+	if (!len)
+		return 0;
+	if (check_add_overflow(sge->addr, (u64)at, &addr) ||
+	    check_add_overflow(addr, (u64)len, &end))
+		return -EFAULT;
+	xa_lock_irqsave(&sd->mr_xa, flags);
+	mr = xa_load(&sd->mr_xa, sge->lkey >> 8);
+	if (!mr || mr->ibmr.lkey != sge->lkey || mr->ibmr.pd != pd ||
+	    addr < mr->iova || end - mr->iova > mr->length ||
+	    (to_mr && !(mr->access & IB_ACCESS_LOCAL_WRITE) && mr->umem)) {
+		err = -EFAULT;
+	} else if (!mr->umem) {
+		void *va = (void *)(uintptr_t)addr;
+
+		if (to_mr)
+			memcpy(va, buf, len);
+		else
+			memcpy(buf, va, len);
+	} else if (to_mr) {
+		struct sg_table *t = &mr->umem->sgt_append.sgt;
+		size_t off = addr - mr->iova + ib_umem_offset(mr->umem);
+
+		if (sg_pcopy_from_buffer(t->sgl, t->orig_nents, buf, len, off) != len)
+			err = -EFAULT;
+	} else if (ib_umem_copy_from(buf, mr->umem, addr - mr->iova, len)) {
+		err = -EFAULT;
+	}
+	xa_unlock_irqrestore(&sd->mr_xa, flags);
+	return err;
+}
+
+/* Gather a send WR's SGEs into pkt->data. */
+static int sib_gather(struct sib_qp *qp, const struct ib_send_wr *wr,
+		      struct sib_pkt *pkt)
+{
+	struct sib_dev *sd = to_sdev(qp->ibqp.device);
+	u32 at = 0;
+	int i, err;
+
+	for (i = 0; i < wr->num_sge; i++) {
+		err = sib_sge_copy(sd, qp->ibqp.pd, &wr->sg_list[i], 0,
+				   pkt->data + at, wr->sg_list[i].length, false);
+		if (err)
+			return err;
+		at += wr->sg_list[i].length;
+	}
+	return 0;
+}
+
+static void sib_send_wc(struct sib_qp *qp, const struct ib_send_wr *wr,
+			enum ib_wc_status status, u32 len)
+{
+	struct sib_cq *cq = to_scq(qp->ibqp.send_cq);
+	struct ib_wc wc = {
+		.wr_id = wr->wr_id,
+		.status = status,
+		.opcode = IB_WC_SEND,
+		.byte_len = len,
+		.qp = &qp->ibqp,
+		.port_num = SIB_PORT,
+	};
+
+	/* Errors complete whatever was asked (IBA 10.8.6). */
+	if (status == IB_WC_SUCCESS && !(wr->send_flags & IB_SEND_SIGNALED) &&
+	    qp->sq_sig_type != IB_SIGNAL_ALL_WR)
+		return;
+	spin_lock(&cq->lock);
+	sib_cq_push_locked(cq, &wc, false);
+	spin_unlock(&cq->lock);
+}
+
+/*
+ * Build one packet for wr; qp->lock held.  NULL with *status set when the WR
+ * completes in error without a packet.
+ */
+static struct sib_pkt *sib_build(struct sib_qp *qp, const struct ib_send_wr *wr,
+				 u32 len, enum ib_wc_status *status)
+{
+	struct sib_dev *sd = to_sdev(qp->ibqp.device);
+	const struct ib_ud_wr *ud = ud_wr(wr);
+	const struct rdma_ah_attr *ah = &to_sah(ud->ah)->attr;
+	struct sib_port *p = &sd->port;
+	u16 pkey_index = qp->ibqp.qp_type == IB_QPT_GSI ? ud->pkey_index : qp->pkey_index;
+	struct sib_pkt *pkt;
+	unsigned long flags;
+
+	*status = IB_WC_LOC_PROT_ERR;
+	if (pkey_index >= SIB_PKEY_TBL_LEN)
+		return NULL;
+	pkt = kmalloc(struct_size(pkt, data, len), GFP_ATOMIC);
+	if (!pkt) {
+		*status = IB_WC_LOC_QP_OP_ERR;
+		return NULL;
+	}
+	if (sib_gather(qp, wr, pkt)) {
+		kfree(pkt);
+		return NULL;
+	}
+	pkt->from = sd;
+	pkt->len = len;
+	pkt->src_qpn = qp->ibqp.qp_num;
+	pkt->dest_qpn = ud->remote_qpn & 0xffffff;
+	/* IBA 10.2.5: a Q_Key with its high bit set means the QP's own. */
+	pkt->qkey = (ud->remote_qkey & 0x80000000) ? qp->qkey : ud->remote_qkey;
+	pkt->dlid = rdma_ah_get_dlid(ah);
+	pkt->sl = rdma_ah_get_sl(ah);
+	pkt->has_imm = wr->opcode == IB_WR_SEND_WITH_IMM;
+	pkt->imm = pkt->has_imm ? wr->ex.imm_data : 0;
+	spin_lock_irqsave(&p->lock, flags);
+	pkt->pkey = p->pkeys[pkey_index];
+	pkt->slid = p->lid | (rdma_ah_get_path_bits(ah) & ((1 << p->lmc) - 1));
+	spin_unlock_irqrestore(&p->lock, flags);
+	pkt->has_grh = rdma_ah_get_ah_flags(ah) & IB_AH_GRH;
+	memset(&pkt->grh, 0, sizeof(pkt->grh));
+	if (pkt->has_grh) {
+		const struct ib_global_route *g = rdma_ah_read_grh(ah);
+
+		/* IPVer 6, TClass, FlowLabel; PayLen counts BTH, DETH,
+		 * ImmDt, the payload and the ICRC (IBA 8.3.1). */
+		pkt->grh.version_tclass_flow =
+			cpu_to_be32((6u << 28) | ((u32)g->traffic_class << 20) |
+				    (g->flow_label & 0xfffff));
+		pkt->grh.paylen = cpu_to_be16(12 + 8 + (pkt->has_imm ? 4 : 0) + len + 4);
+		pkt->grh.next_hdr = 0x1b;	/* IBA: the next header is BTH */
+		pkt->grh.hop_limit = g->hop_limit;
+		pkt->grh.sgid.global.subnet_prefix = cpu_to_be64(0xfe80000000000000ULL);
+		pkt->grh.sgid.global.interface_id = sd->port_guid;
+		pkt->grh.dgid = g->dgid;
+	}
+	return pkt;
+}
+
+/*
+ * May be called in atomic context.  Each WR is checked, copied into a packet
+ * (GFP_ATOMIC) and queued for the sending device's work item, and completes
+ * at once.  A QP not in RTS refuses (-EINVAL); in ERR every WR completes
+ * flushed.  A WR the device cannot carry (not SEND or SEND_WITH_IMM, more
+ * SGEs than the QP's cap, more than one MTU of payload) is refused with
+ * -EINVAL at its place in the list; a protection error (an SGE outside its
+ * MR) completes with IB_WC_LOC_PROT_ERR and moves the QP to ERR.
  */
 static int sib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 			 const struct ib_send_wr **bad_wr)
 {
-	*bad_wr = wr;
-	return -EOPNOTSUPP;
+	struct sib_qp *qp = to_sqp(ibqp);
+	struct sib_dev *sd = to_sdev(ibqp->device);
+	enum ib_wc_status status;
+	struct sib_pkt *pkt;
+	unsigned long flags;
+	bool queued = false;
+	int err = 0, i;
+	u32 len;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	if (qp->state != IB_QPS_RTS && qp->state != IB_QPS_ERR) {
+		*bad_wr = wr;
+		err = -EINVAL;
+		goto out;
+	}
+	for (; wr; wr = wr->next) {
+		if ((wr->opcode != IB_WR_SEND && wr->opcode != IB_WR_SEND_WITH_IMM) ||
+		    wr->num_sge < 0 || wr->num_sge > qp->cap.max_send_sge ||
+		    !ud_wr(wr)->ah || (wr->send_flags & IB_SEND_INLINE)) {
+			*bad_wr = wr;
+			err = -EINVAL;
+			break;
+		}
+		for (len = 0, i = 0; i < wr->num_sge; i++)
+			if (check_add_overflow(len, wr->sg_list[i].length, &len))
+				len = U32_MAX;
+		if (len > SIB_MTU) {
+			*bad_wr = wr;
+			err = -EINVAL;
+			break;
+		}
+		if (qp->state == IB_QPS_ERR) {
+			sib_send_wc(qp, wr, IB_WC_WR_FLUSH_ERR, 0);
+			continue;
+		}
+		pkt = sib_build(qp, wr, len, &status);
+		if (!pkt) {
+			sib_send_wc(qp, wr, status, 0);
+			sib_qp_error_locked(qp);
+			continue;
+		}
+		spin_lock(&sd->xmit_lock);
+		list_add_tail(&pkt->list, &sd->xmit_list);
+		spin_unlock(&sd->xmit_lock);
+		queued = true;
+		sib_send_wc(qp, wr, IB_WC_SUCCESS, len);
+	}
+out:
+	spin_unlock_irqrestore(&qp->lock, flags);
+	if (queued)
+		queue_work(sib_wq, &sd->xmit_work);
+	return err;
 }
 
 /* May be called in atomic context: no allocation, no sleep. */
@@ -908,6 +1186,232 @@ static void sib_mcast_purge_qp(struct sib_dev *sd, struct sib_qp *qp)
 		kfree(m);
 }
 
+/* ---- the data path: the cable and receive -------------------------------- */
+
+/* IBA 10.9.3: P_Keys match when their low 15 bits are equal and at least one
+ * is a full member; 0x0000 and 0x8000 match nothing. */
+static bool sib_pkey_match(u16 a, u16 b)
+{
+	return (a & 0x7fff) && (a & 0x7fff) == (b & 0x7fff) && ((a | b) & 0x8000);
+}
+
+/* A saturating 16-bit PortInfo counter (IBA 14.2.5.6); p->lock held. */
+static void sib_count(u32 *c)
+{
+	if (*c < 0xffff)
+		(*c)++;
+}
+
+/*
+ * Hand pkt to qp on device dst; the caller holds what keeps qp alive (the
+ * QP table's or the multicast list's lock).  Drops are silent on the wire,
+ * as UD's are: a QP not ready, a P_Key or Q_Key that does not match (counted
+ * in the port's counters), no receive WQE posted.
+ */
+static void sib_recv(struct sib_dev *dst, struct sib_qp *qp,
+		     const struct sib_pkt *pkt)
+{
+	struct sib_port *p = &dst->port;
+	enum ib_qp_type type = qp->ibqp.qp_type;
+	struct sib_rwqe *e;
+	struct ib_wc wc;
+	unsigned long flags, pflags;
+	u16 pkey_index = 0;
+	u32 room = 0, at, n;
+	int i, err = 0;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	if (qp->state != IB_QPS_RTR && qp->state != IB_QPS_RTS)
+		goto out;
+	if (type != IB_QPT_SMI) {
+		bool ok = false;
+
+		spin_lock_irqsave(&p->lock, pflags);
+		if (type == IB_QPT_GSI) {
+			/* QP1 takes any P_Key of the port's table (IBA 10.9.3.1). */
+			for (i = 0; i < SIB_PKEY_TBL_LEN && !ok; i++)
+				if (sib_pkey_match(pkt->pkey, p->pkeys[i])) {
+					ok = true;
+					pkey_index = i;
+				}
+		} else {
+			pkey_index = qp->pkey_index;
+			ok = sib_pkey_match(pkt->pkey, p->pkeys[pkey_index]);
+		}
+		if (!ok)
+			sib_count(&p->bad_pkey_cntr);
+		else if (pkt->qkey != qp->qkey)
+			sib_count(&p->qkey_viol_cntr);
+		spin_unlock_irqrestore(&p->lock, pflags);
+		if (!ok || pkt->qkey != qp->qkey)
+			goto out;
+	}
+	if (!qp->rq_count)
+		goto out;
+	e = &qp->rq[qp->rq_head];
+	for (i = 0; i < e->num_sge; i++)
+		room += e->sge[i].length;
+	memset(&wc, 0, sizeof(wc));
+	wc.wr_id = e->wr_id;
+	wc.opcode = IB_WC_RECV;
+	wc.qp = &qp->ibqp;
+	wc.port_num = SIB_PORT;
+	if (room < SIB_GRH_LEN + pkt->len) {
+		err = -ENOSPC;
+	} else {
+		/* The GRH's 40 bytes first (left as they were without one),
+		 * then the payload: walk the SGEs as one buffer. */
+		const u8 *src[2] = { (const u8 *)&pkt->grh, pkt->data };
+		u32 len[2] = { pkt->has_grh ? SIB_GRH_LEN : 0, pkt->len };
+		u32 off[2] = { 0, SIB_GRH_LEN };
+		int k;
+
+		for (k = 0; k < 2 && !err; k++) {
+			u32 done = 0;
+
+			for (i = 0, at = 0; i < e->num_sge && done < len[k] && !err; i++) {
+				u32 lo = e->sge[i].length;
+				u32 from = off[k] + done;
+
+				if (from >= at + lo) {
+					at += lo;
+					continue;
+				}
+				n = min(len[k] - done, at + lo - from);
+				err = sib_sge_copy(dst, qp->ibqp.pd, &e->sge[i], from - at,
+						   (void *)(src[k] + done), n, true);
+				done += n;
+				at += lo;
+			}
+		}
+	}
+	qp->rq_head = (qp->rq_head + 1) % qp->cap.max_recv_wr;
+	qp->rq_count--;
+	if (err) {
+		wc.status = err == -ENOSPC ? IB_WC_LOC_LEN_ERR : IB_WC_LOC_PROT_ERR;
+	} else {
+		wc.status = IB_WC_SUCCESS;
+		wc.byte_len = SIB_GRH_LEN + pkt->len;
+		wc.src_qp = pkt->src_qpn;
+		wc.slid = pkt->slid;
+		wc.sl = pkt->sl;
+		wc.pkey_index = pkey_index;
+		wc.wc_flags = (pkt->has_grh ? IB_WC_GRH : 0) |
+			      (pkt->has_imm ? IB_WC_WITH_IMM : 0);
+		wc.ex.imm_data = pkt->imm;
+	}
+	spin_lock(&to_scq(qp->ibqp.recv_cq)->lock);
+	sib_cq_push_locked(to_scq(qp->ibqp.recv_cq), &wc, false);
+	spin_unlock(&to_scq(qp->ibqp.recv_cq)->lock);
+	if (err)
+		sib_qp_error_locked(qp);
+out:
+	spin_unlock_irqrestore(&qp->lock, flags);
+}
+
+static bool sib_mcast_lid(u16 lid)
+{
+	return lid >= 0xc000 && lid != 0xffff;
+}
+
+/* The state of sd's port, its LID and LMC, read together. */
+static enum ib_port_state sib_port_now(struct sib_dev *sd, u16 *lid, u8 *lmc)
+{
+	struct sib_port *p = &sd->port;
+	enum ib_port_state state;
+	unsigned long flags;
+
+	spin_lock_irqsave(&p->lock, flags);
+	state = p->state;
+	*lid = p->lid;
+	*lmc = p->lmc;
+	spin_unlock_irqrestore(&p->lock, flags);
+	return state;
+}
+
+/* Deliver pkt to the port of dst: to its QP, or to its attached QPs. */
+static void sib_deliver(struct sib_dev *dst, const struct sib_pkt *pkt)
+{
+	struct sib_mcast *m;
+	struct sib_qp *qp;
+	unsigned long flags;
+	bool self = dst == pkt->from;
+	u16 lid;
+	u8 lmc;
+
+	/* IBA 7.2: an ACTIVE port takes data packets, an ARMED one too. */
+	switch (sib_port_now(dst, &lid, &lmc)) {
+	case IB_PORT_ACTIVE:
+	case IB_PORT_ARMED:
+		break;
+	default:
+		return;
+	}
+	if (sib_mcast_lid(pkt->dlid)) {
+		/* Multicast: the MLID, and the MGID when the packet has a GRH
+		 * (IBA 10.5.2.3); never back to the sending QP itself. */
+		spin_lock_irqsave(&dst->mcast_lock, flags);
+		list_for_each_entry(m, &dst->mcast_list, list) {
+			if (m->mlid != pkt->dlid)
+				continue;
+			if (pkt->has_grh && memcmp(m->mgid.raw, pkt->grh.dgid.raw, 16))
+				continue;
+			if (self && m->qp->ibqp.qp_num == pkt->src_qpn)
+				continue;
+			sib_recv(dst, m->qp, pkt);
+		}
+		spin_unlock_irqrestore(&dst->mcast_lock, flags);
+		return;
+	}
+	if (!lid || (pkt->dlid & ~((1u << lmc) - 1)) != lid)
+		return;
+	xa_lock(&dst->qp_xa);
+	qp = xa_load(&dst->qp_xa, pkt->dest_qpn);
+	if (qp)
+		sib_recv(dst, qp, pkt);
+	xa_unlock(&dst->qp_xa);
+}
+
+/* The sending device's work item: every queued packet onto the cable. */
+static void sib_xmit_work(struct work_struct *w)
+{
+	struct sib_dev *sd = container_of(w, struct sib_dev, xmit_work);
+	struct sib_pkt *pkt, *t;
+	struct sib_dev *peer;
+	unsigned long flags;
+	u16 lid;
+	u8 lmc;
+	LIST_HEAD(batch);
+
+	spin_lock_irqsave(&sd->xmit_lock, flags);
+	list_splice_init(&sd->xmit_list, &batch);
+	spin_unlock_irqrestore(&sd->xmit_lock, flags);
+	list_for_each_entry_safe(pkt, t, &batch, list) {
+		list_del(&pkt->list);
+		/* A port that is not ACTIVE sends no data packet (IBA 7.2). */
+		if (sib_port_now(sd, &lid, &lmc) == IB_PORT_ACTIVE) {
+			spin_lock(&sib_cable_lock);
+			peer = sd->peer;
+			if (peer)
+				sib_deliver(peer, pkt);
+			spin_unlock(&sib_cable_lock);
+			sib_deliver(sd, pkt);	/* loopback: own LID, or multicast */
+		}
+		kfree(pkt);
+	}
+}
+
+/* Free what was sent and never delivered (unload, after the work). */
+static void sib_xmit_purge(struct sib_dev *sd)
+{
+	struct sib_pkt *pkt, *t;
+
+	list_for_each_entry_safe(pkt, t, &sd->xmit_list, list) {
+		list_del(&pkt->list);
+		kfree(pkt);
+	}
+}
+
 /* ---- registration ------------------------------------------------------- */
 
 static const struct ib_device_ops sib_ops = {
@@ -955,14 +1459,17 @@ static const struct ib_device_ops sib_ops = {
 
 static struct sib_dev *sib_devs[SIB_NDEV];
 
-static void sib_port_init(struct sib_port *p)
+static void sib_xmit_work(struct work_struct *w);
+
+static void sib_port_init(struct sib_port *p, int index)
 {
 	spin_lock_init(&p->lock);
-	/* A live link and no SM (no SMA before step 3): INIT, LID 0. */
-	p->state = IB_PORT_INIT;
+	/* A live link and no SM (no SMA before step 3): INIT, LID 0; or, with
+	 * fixed_lids, what an SM would have made of it. */
+	p->state = fixed_lids ? IB_PORT_ACTIVE : IB_PORT_INIT;
 	p->phys_state = IB_PORT_PHYS_STATE_LINK_UP;
-	p->lid = 0;
-	p->sm_lid = 0;
+	p->lid = fixed_lids ? index + 1 : 0;
+	p->sm_lid = fixed_lids ? 1 : 0;
 	p->cap_flags = IB_PORT_SYS_IMAGE_GUID_SUP;
 	p->pkeys[0] = 0xffff;
 }
@@ -978,9 +1485,13 @@ static struct sib_dev *sib_dev_create(int index)
 		return ERR_PTR(-ENOMEM);
 	sd->index = index;
 	sd->port_guid = cpu_to_be64(node_guid | 1);
-	sib_port_init(&sd->port);
+	sib_port_init(&sd->port, index);
 	ida_init(&sd->qpn_ida);
-	xa_init_flags(&sd->mr_xa, XA_FLAGS_ALLOC1);
+	xa_init_flags(&sd->mr_xa, XA_FLAGS_ALLOC1 | XA_FLAGS_LOCK_IRQ);
+	xa_init(&sd->qp_xa);
+	spin_lock_init(&sd->xmit_lock);
+	INIT_LIST_HEAD(&sd->xmit_list);
+	INIT_WORK(&sd->xmit_work, sib_xmit_work);
 	spin_lock_init(&sd->mcast_lock);
 	INIT_LIST_HEAD(&sd->mcast_list);
 
@@ -998,20 +1509,51 @@ static struct sib_dev *sib_dev_create(int index)
 	if (err) {
 		ida_destroy(&sd->qpn_ida);
 		xa_destroy(&sd->mr_xa);
+		xa_destroy(&sd->qp_xa);
 		ib_dealloc_device(&sd->ibdev);
 		return ERR_PTR(err);
 	}
 	return sd;
 }
 
-static void sib_dev_destroy(struct sib_dev *sd)
+/* After ib_unregister_device and once no work item of sib_wq runs. */
+static void sib_dev_free(struct sib_dev *sd)
 {
-	ib_unregister_device(&sd->ibdev);
+	sib_xmit_purge(sd);
 	WARN_ON(!list_empty(&sd->mcast_list));
 	WARN_ON(!xa_empty(&sd->mr_xa));
+	WARN_ON(!xa_empty(&sd->qp_xa));
 	ida_destroy(&sd->qpn_ida);
 	xa_destroy(&sd->mr_xa);
+	xa_destroy(&sd->qp_xa);
 	ib_dealloc_device(&sd->ibdev);
+}
+
+/*
+ * Unload, and a failed load: the cable is cut first (no delivery reaches a
+ * device any more), then every device is unregistered (the core destroys
+ * their QPs: no post_send any more), then the work items are drained, and
+ * only then is anything freed.
+ */
+static void sib_teardown(void)
+{
+	int i;
+
+	spin_lock(&sib_cable_lock);
+	for (i = 0; i < SIB_NDEV; i++)
+		if (sib_devs[i])
+			sib_devs[i]->peer = NULL;
+	spin_unlock(&sib_cable_lock);
+	for (i = SIB_NDEV - 1; i >= 0; i--)
+		if (sib_devs[i])
+			ib_unregister_device(&sib_devs[i]->ibdev);
+	flush_workqueue(sib_wq);
+	for (i = SIB_NDEV - 1; i >= 0; i--) {
+		if (sib_devs[i])
+			sib_dev_free(sib_devs[i]);
+		sib_devs[i] = NULL;
+	}
+	destroy_workqueue(sib_wq);
 }
 
 static int __init sib_init(void)
@@ -1027,36 +1569,25 @@ static int __init sib_init(void)
 			err = PTR_ERR(sib_devs[i]);
 			sib_devs[i] = NULL;
 			pr_err("sib: device %d: ib_register_device: %d\n", i, err);
-			goto unwind;
+			sib_teardown();
+			return err;
 		}
 	}
-	/* The cable: each port's peer (unused until step 2). */
+	/* The cable between the two ports. */
+	spin_lock(&sib_cable_lock);
 	sib_devs[0]->peer = sib_devs[1];
 	sib_devs[1]->peer = sib_devs[0];
-	pr_info("sib: %s and %s registered (step 1: no data path, no SMA)\n",
+	spin_unlock(&sib_cable_lock);
+	pr_info("sib: %s and %s registered (step 2: the UD data path, no SMA%s)\n",
 		dev_name(&sib_devs[0]->ibdev.dev),
-		dev_name(&sib_devs[1]->ibdev.dev));
+		dev_name(&sib_devs[1]->ibdev.dev),
+		fixed_lids ? "; fixed LIDs 1 and 2, ACTIVE" : "");
 	return 0;
-
-unwind:
-	while (--i >= 0) {
-		sib_dev_destroy(sib_devs[i]);
-		sib_devs[i] = NULL;
-	}
-	destroy_workqueue(sib_wq);
-	return err;
 }
 
 static void __exit sib_exit(void)
 {
-	int i;
-
-	for (i = SIB_NDEV - 1; i >= 0; i--) {
-		if (sib_devs[i])
-			sib_dev_destroy(sib_devs[i]);
-		sib_devs[i] = NULL;
-	}
-	destroy_workqueue(sib_wq);	/* drains; every CQ cancelled its work */
+	sib_teardown();
 }
 
 module_init(sib_init);
