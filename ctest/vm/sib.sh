@@ -33,6 +33,25 @@ if [ ! -d /sys/class/infiniband/sib0 ] || [ ! -d /sys/class/infiniband/sib1 ]; t
   finish; exit
 fi
 show() { sed "s/^/  $1: /" "$2"; }
+# rsverbs_twin NAME "VERB..." CMD...: CMD again with librsverbs.so.1
+# preloaded (the guest suite's RSVERBS_LIB): its output must be the plain
+# run's ($W/NAME), line for line, and each VERB (those CMD
+# calls) must have bound to librsverbs: rsverbs' verbs on an InfiniBand
+# port, against rdma-core's in the same boot.
+rsverbs_twin() {
+  local name=$1 verbs=$2 ref v; shift 2
+  ref=$W/$name
+  if [ ! -e "${RSVERBS_LIB:-}" ]; then fail "$name with rsverbs: no librsverbs.so.1 (RSVERBS_LIB=${RSVERBS_LIB:-})"; return; fi
+  env LD_PRELOAD="$RSVERBS_LIB" LD_DEBUG=bindings LD_DEBUG_OUTPUT="$W/$name.ldd" "$@" > "$W/$name.rsverbs" 2>&1
+  if diff -u "$ref" "$W/$name.rsverbs" > "$W/$name.diff"; then
+    pass "$name with librsverbs.so.1 preloaded: the same $(wc -l < "$ref") lines as with rdma-core alone"
+  else
+    fail "$name with librsverbs.so.1 preloaded differs from rdma-core alone:"; sed 's/^/    /' "$W/$name.diff" >&2
+  fi
+  for v in $verbs; do
+    check "$name: $v bound to librsverbs.so.1" grep -qF "to $RSVERBS_LIB [0]: normal symbol \`$v'" $W/$name.ldd.*
+  done
+}
 
 ibv_devices > "$W/ibv_devices" 2>&1
 show ibv_devices "$W/ibv_devices"
@@ -88,6 +107,7 @@ else
   for d in sib0 sib1; do
     if ! "$W/sibud" $d > "$W/sibud.$d" 2>&1; then fail "$d: sibud exited non-zero"; fi
     show "sibud $d" "$W/sibud.$d"
+    rsverbs_twin "sibud.$d" "ibv_attach_mcast ibv_detach_mcast" "$W/sibud" $d
     want() { # LINE DESCRIPTION
       if grep -qxF "$1" "$W/sibud.$d"; then pass "$d: $2: $1"; else fail "$d: $2: want '$1', got '$(grep -F "${1%% *}" "$W/sibud.$d" | head -1)'"; fi
     }
@@ -143,6 +163,7 @@ if [ -e $KO ] && rmmod sib && insmod $KO fixed_lids=1 2> "$W/insmod.err" && wait
     st=$?
     show sibdata "$W/sibdata.out"; show "sibdata (stderr)" "$W/sibdata.err"
     check "sibdata ran to its end (exit 0)" [ "$st" = 0 ]
+    rsverbs_twin sibdata.out "ibv_attach_mcast ibv_detach_mcast ibv_query_gid" "$W/sibdata"
     have() { # REGEX DESCRIPTION
       if grep -Eqx "$1" "$W/sibdata.out"; then pass "data: $2"; else fail "data: $2: want /$1/, got '$(grep -F "${1%% *}" "$W/sibdata.out" | head -1)'"; fi
     }
