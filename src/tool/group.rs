@@ -1,8 +1,9 @@
 //! GROUP as `doctor` takes it: an IPv4 or IPv6 multicast address, or an
 //! MGID in IPv6 notation; and what rdma_cm and perftest make of it.
 
-use core::net::{Ipv4Addr, Ipv6Addr};
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use rsverbs::abi::IBV_GID_TYPE_ROCE_V2;
+use rsverbs::mgid::Mgid;
 
 /// The IP group behind GROUP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,23 +31,19 @@ impl Group {
         if o[0] == 0xff { Ok(Group::V6(o)) } else { Err(format!("{s} is not an IPv6 multicast address (ff00::/8) or an MGID")) }
     }
 
-    /// The MGID rdma_cm attaches for it on RoCE (cma.c `cma_iboe_set_mgid`):
-    /// IPv6 as is; IPv4 as ::ffff:a.b.c.d on RoCE v2, ff0e::ffff:a.b.c.d on v1.
+    /// The MGID rdma_cm attaches for it on a port whose default GID type is
+    /// `gid_type`: the library's own [`Mgid::for_group`] (cma.c
+    /// `cma_iboe_set_mgid` on RoCE: IPv6 as is, IPv4 as ::ffff:a.b.c.d on
+    /// v2, ff0e::ffff:a.b.c.d on v1; `cma_set_mgid` on InfiniBand: the
+    /// IPoIB-style MGID). An unknown GID type gets RoCE v2's.
     pub fn mgid(self, gid_type: u32) -> [u8; 16] {
-        match self {
-            Group::V6(o) => o,
-            Group::V4(a) => {
-                let mut m = [0u8; 16];
-                if gid_type != IBV_GID_TYPE_ROCE_V2 {
-                    m[0] = 0xff;
-                    m[1] = 0x0e;
-                }
-                m[10] = 0xff;
-                m[11] = 0xff;
-                m[12..].copy_from_slice(&a);
-                m
-            }
-        }
+        let ip = match self {
+            Group::V4(a) => IpAddr::V4(Ipv4Addr::from(a)),
+            Group::V6(o) => IpAddr::V6(Ipv6Addr::from(o)),
+        };
+        Mgid::for_group(ip, gid_type)
+            .or_else(|| Mgid::for_group(ip, IBV_GID_TYPE_ROCE_V2))
+            .map_or([0; 16], |m| m.0)
     }
 
     /// The Ethernet address the group's IP packets are sent to
@@ -83,7 +80,7 @@ pub fn perftest_arg(mgid: &[u8; 16]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rsverbs::abi::IBV_GID_TYPE_ROCE_V1;
+    use rsverbs::abi::{IBV_GID_TYPE_IB, IBV_GID_TYPE_ROCE_V1};
 
     #[test]
     fn groups_mgids_and_macs() {
@@ -93,6 +90,10 @@ mod tests {
         assert_eq!(Group::parse("ff0e::ffff:239.1.1.1").unwrap(), g);
         assert_eq!(Ipv6Addr::from(g.mgid(IBV_GID_TYPE_ROCE_V2)).to_string(), "::ffff:239.1.1.1");
         assert_eq!(Ipv6Addr::from(g.mgid(IBV_GID_TYPE_ROCE_V1)).to_string(), "ff0e::ffff:ef01:101");
+        // InfiniBand: the MGID rdma_cm joins for a UDP ID (cma.c cma_set_mgid:
+        // ip_ib_mc_map with the RDMA CM signature 0x01 in byte 3, P_Key
+        // 0xffff, the group's low 28 bits).
+        assert_eq!(Ipv6Addr::from(g.mgid(IBV_GID_TYPE_IB)).to_string(), "ff12:4001:ffff::f01:101");
         assert_eq!(g.mac(), [1, 0, 0x5e, 1, 1, 1]);
         assert_eq!(Group::parse("239.129.1.1").unwrap().mac(), [1, 0, 0x5e, 1, 1, 1]);
         let v6 = Group::parse("ff0e::1:6").unwrap();
