@@ -33,6 +33,8 @@ if [ ! -d /sys/class/infiniband/sib0 ] || [ ! -d /sys/class/infiniband/sib1 ]; t
   finish; exit
 fi
 show() { sed "s/^/  $1: /" "$2"; }
+# ibv_ud_pingpong's server is listening (its TCP port, 18515).
+listening() { ss -ltn 2>/dev/null | grep -q ':18515 '; }
 # rsverbs_twin NAME "VERB..." CMD...: CMD again with librsverbs.so.1
 # preloaded (the guest suite's RSVERBS_LIB): its output must be the plain
 # run's ($W/NAME), line for line, and each VERB (those CMD
@@ -198,8 +200,7 @@ if [ -e $KO ] && rmmod sib && insmod $KO fixed_lids=1 2> "$W/insmod.err" && wait
   # rdma-core's own UD ping-pong across the cable, with GRH (-g 0).
   ibv_ud_pingpong -d sib1 -g 0 -n 200 -s 1024 > "$W/udpp.server" 2>&1 &
   srv=$!
-  sleep_until_listening() { ss -ltn 2>/dev/null | grep -q ':18515 '; }
-  wait_until 10 sleep_until_listening
+  wait_until 10 listening
   timeout 60 ibv_ud_pingpong -d sib0 -g 0 -n 200 -s 1024 127.0.0.1 > "$W/udpp.client" 2>&1
   cst=$?
   wait "$srv"; sst=$?
@@ -217,6 +218,97 @@ if [ -e $KO ] && rmmod sib && insmod $KO fixed_lids=1 2> "$W/insmod.err" && wait
 else
   fail "insmod sib fixed_lids=1: $(cat "$W/insmod.err" 2>/dev/null)"
 fi
+# The SMA (step 3): loaded again without fixed_lids (INIT, LID 0), the real
+# subnet manager, opensm, on sib0's port discovers both ports through sib's
+# SMA (directed-route SMPs across the cable), assigns the LIDs and brings
+# them to ACTIVE; its SA answers over the GSI data path; a restart makes it
+# set ClientReregister, which sib raises as IB_EVENT_CLIENT_REREGISTER.
+# (/run/rsverbs/modprobe: the guest's modprobe on the booted kernel's
+# module tree, testbed/guest/stage2.sh.)
+OSM_GUID=0x0200005349420001
+osm_pid=
+osm_start() { # LOG: opensm on sib0's port, in the background; its cache
+  # (OSM_CACHE_DIR) and its dumps in $W: the guest sees the root read-only.
+  mkdir -p "$W/osm-cache" "$W/osm-dumps"
+  OSM_CACHE_DIR=$W/osm-cache opensm -g $OSM_GUID -f "$1" --dump_files_dir "$W/osm-dumps" > "$1.out" 2>&1 &
+  osm_pid=$!
+}
+osm_stop() { [ -z "$osm_pid" ] || { kill "$osm_pid" 2>/dev/null; wait "$osm_pid" 2>/dev/null; osm_pid=; }; }
+both_active() { [ "$(cat $S/sib0/ports/1/state $S/sib1/ports/1/state 2>/dev/null | tr '\n' ' ')" = "4: ACTIVE 4: ACTIVE " ]; }
+if ! command -v opensm > /dev/null || ! command -v saquery > /dev/null; then
+  fail "no opensm or saquery in this userland (testbed/vm.sh USERLAND_PACKAGES: opensm infiniband-diags)"
+elif ! dmesg_at=$(dmesg | wc -l) || ! { lsmod | grep -q '^sib ' && rmmod sib || true; } || ! /run/rsverbs/modprobe ib_umad 2> "$W/modprobe.err" ||
+  ! insmod $KO 2> "$W/insmod.err" || ! wait_until 10 test -d $S/sib1; then
+  fail "sib with ib_umad: $(cat "$W/modprobe.err" "$W/insmod.err" 2>/dev/null)"
+else
+  pass "insmod sib (no fixed LIDs) with ib_umad loaded"
+  check "both ports INIT before the SM" [ "$(cat $S/sib0/ports/1/state $S/sib1/ports/1/state | tr '\n' ' ')" = "2: INIT 2: INIT " ]
+  osm_start "$W/opensm.log"
+  if wait_until 120 both_active; then pass "opensm brought sib0 and sib1 to ACTIVE"; else fail "opensm did not bring both ports to ACTIVE: $(cat $S/sib0/ports/1/state $S/sib1/ports/1/state | tr '\n' ' ')"; fi
+  l0=$(($(cat $S/sib0/ports/1/lid))); l1=$(($(cat $S/sib1/ports/1/lid)))
+  m0=$(($(cat $S/sib0/ports/1/sm_lid))); m1=$(($(cat $S/sib1/ports/1/sm_lid)))
+  check "LIDs assigned by the SM: sib0 $l0, sib1 $l1 (unicast, distinct)" \
+    bash -c "[ $l0 -ge 1 ] && [ $l0 -lt 49152 ] && [ $l1 -ge 1 ] && [ $l1 -lt 49152 ] && [ $l0 != $l1 ]"
+  check "both ports name the SM's LID, sib0's own ($m0, $m1; sib0 $l0)" [ "$m0 $m1" = "$l0 $l0" ]
+  ibstat sib1 1 > "$W/ibstat.sib1" 2>&1; show "ibstat sib1" "$W/ibstat.sib1"
+  check "ibstat sib1: State: Active, Physical state: LinkUp, SM lid $l0" \
+    bash -c "grep -q 'State: Active' '$W/ibstat.sib1' && grep -q 'Physical state: LinkUp' '$W/ibstat.sib1' && grep -q 'SM lid: $l0\$' '$W/ibstat.sib1'"
+  check "ibstat sib1: ClientReregister advertised (capability mask bit 25)" \
+    bash -c "(( \$(sed -n 's/.*Capability mask: //p' '$W/ibstat.sib1') & 0x02000000 ))"
+  timeout 60 saquery -C sib1 -P 1 NR > "$W/saquery.nr" 2>&1; st=$?
+  show "saquery -C sib1 NR" "$W/saquery.nr"
+  check "the SA (opensm's, asked from sib1 over QP1) lists both nodes (exit $st)" \
+    bash -c "[ $st = 0 ] && grep -qi 'node_guid.*0x0200005349420000' '$W/saquery.nr' && grep -qi 'node_guid.*0x0200005349420100' '$W/saquery.nr'"
+  timeout 60 sminfo -C sib1 -P 1 > "$W/sminfo" 2>&1; st=$?
+  show sminfo "$W/sminfo"
+  check "sminfo from sib1: the master SM is sib0's port (exit $st)" \
+    bash -c "[ $st = 0 ] && grep -Eq 'sm lid $l0 sm guid 0x0*${OSM_GUID#0x0}' '$W/sminfo' && grep -q 'SMINFO_MASTER' '$W/sminfo'"
+  # The data path on the SM's LIDs.
+  ibv_ud_pingpong -d sib1 -n 100 -s 512 > "$W/udpp3.server" 2>&1 &
+  srv=$!
+  wait_until 10 listening
+  timeout 60 ibv_ud_pingpong -d sib0 -n 100 -s 512 127.0.0.1 > "$W/udpp3.client" 2>&1; cst=$?
+  wait "$srv"; sst=$?
+  show "ibv_ud_pingpong (SM's LIDs) client" "$W/udpp3.client"
+  check "ibv_ud_pingpong sib0 -> sib1 on the SM's LIDs (exit $cst, $sst)" \
+    bash -c "[ $cst = 0 ] && [ $sst = 0 ] && grep -q 'LID 0x$(printf %04x $l1)' '$W/udpp3.client'"
+  # An SM restart: its first sweep as master sets ClientReregister on
+  # every port that advertises it (osm_lid_mgr.c); sib raises the event.
+  stdbuf -oL ibv_asyncwatch -d sib1 > "$W/asyncwatch.sib1" 2>&1 &
+  aw=$!
+  # Ready once it holds sib1's uverbs device open (its async fd is that).
+  wait_until 10 bash -c "ls -l /proc/$aw/fd 2>/dev/null | grep -q /dev/infiniband/uverbs1"
+  osm_stop
+  osm_start "$W/opensm2.log"
+  if wait_until 120 grep -q 'CLIENT_REREGISTER' "$W/asyncwatch.sib1"; then
+    pass "an opensm restart: sib1 raises IBV_EVENT_CLIENT_REREGISTER (ibv_asyncwatch)"
+  else
+    fail "an opensm restart: no IBV_EVENT_CLIENT_REREGISTER on sib1"
+  fi
+  check "both ports still ACTIVE after the restart" wait_until 60 both_active
+  # The cable pulled (the test hook) and plugged again: DOWN with PORT_ERR,
+  # then the SM's next sweep brings the ports back to ACTIVE.
+  n_act=$(grep -c 'PORT_ACTIVE' "$W/asyncwatch.sib1")
+  echo 0 > /sys/module/sib/parameters/cable
+  check "cable pulled: both ports DOWN, phys state Polling" bash -c \
+    "[ \"\$(cat $S/sib0/ports/1/state $S/sib1/ports/1/state $S/sib1/ports/1/phys_state | tr '\n' ' ')\" = '1: DOWN 1: DOWN 2: Polling ' ]"
+  check "cable pulled: sib1 raises IBV_EVENT_PORT_ERR" wait_until 30 grep -q 'PORT_ERR' "$W/asyncwatch.sib1"
+  echo 1 > /sys/module/sib/parameters/cable
+  if wait_until 120 both_active; then pass "cable plugged again: opensm brought both ports back to ACTIVE"; else fail "cable plugged again: not ACTIVE: $(cat $S/sib0/ports/1/state $S/sib1/ports/1/state | tr '\n' ' ')"; fi
+  check "... and sib1 raised IBV_EVENT_PORT_ACTIVE again" \
+    wait_until 30 bash -c "[ \$(grep -c PORT_ACTIVE '$W/asyncwatch.sib1') -gt $n_act ]"
+  show "ibv_asyncwatch -d sib1" "$W/asyncwatch.sib1"
+  kill "$aw" 2>/dev/null; wait "$aw" 2>/dev/null
+  osm_stop
+  tail -n 20 "$W/opensm.log" > "$W/opensm.tail" 2>/dev/null; show "opensm.log (tail)" "$W/opensm.tail"
+  if rmmod sib 2> "$W/rmmod.err"; then pass "rmmod sib after opensm"; else fail "rmmod sib after opensm: $(cat "$W/rmmod.err")"; fi
+  dmesg | tail -n +"$((dmesg_at + 1))" > "$W/dmesg.sib3"
+  show dmesg "$W/dmesg.sib3"
+  check "no WARNING, BUG or Call Trace in the kernel log since the SMA's load" \
+    bash -c "! grep -Eq 'WARNING|BUG|Call Trace|refcount|leak' '$W/dmesg.sib3'"
+fi
+osm_stop
+
 mkdir -p "$RESULTS_DIR/sib" && cp "$W"/* "$RESULTS_DIR/sib/" 2>/dev/null
 rm -rf "$W"
 finish

@@ -65,6 +65,7 @@
 #include <rdma/ib_verbs.h>
 #include <rdma/ib_umem.h>
 #include <rdma/ib_mad.h>
+#include <rdma/ib_smi.h>
 #include <rdma/ib_user_verbs.h>
 #include <rdma/uverbs_ioctl.h>
 
@@ -111,6 +112,14 @@ struct sib_port {
 	u16 pkeys[SIB_PKEY_TBL_LEN];
 	u32 qkey_viol_cntr;	/* both saturate at 0xffff (sib_count) */
 	u32 bad_pkey_cntr;
+	/* What the SM sets through the SMA (PortInfo), kept as set: */
+	__be64 gid_prefix;	/* GID index 0's upper half */
+	__be64 mkey;		/* kept and reported; never enforced */
+	u8 neighbor_mtu;
+	u8 op_vls;
+	u8 subnet_timeout;
+	u32 events;		/* BIT(IB_EVENT_*) not yet dispatched */
+	bool dying;		/* unload: no more events */
 };
 
 struct sib_mcast {		/* one QP attached to one group */
@@ -136,6 +145,7 @@ struct sib_dev {
 	spinlock_t xmit_lock;		/* xmit_list */
 	struct list_head xmit_list;	/* packets sent, not yet delivered */
 	struct work_struct xmit_work;	/* delivers them */
+	struct work_struct event_work;	/* dispatches port.events */
 };
 
 /* One UD packet on the cable: what its headers carry, then the payload. */
@@ -352,11 +362,14 @@ static int sib_query_gid(struct ib_device *ibdev, sib_port_t port, int index,
 			 union ib_gid *gid)
 {
 	struct sib_dev *sd = to_sdev(ibdev);
+	unsigned long flags;
 
 	if (port != SIB_PORT || index < 0 || index >= SIB_GID_TBL_LEN)
 		return -EINVAL;
-	/* The default subnet prefix until an SM sets another (step 3). */
-	gid->global.subnet_prefix = cpu_to_be64(0xfe80000000000000ULL);
+	/* The default subnet prefix until an SM sets another (PortInfo). */
+	spin_lock_irqsave(&sd->port.lock, flags);
+	gid->global.subnet_prefix = sd->port.gid_prefix;
+	spin_unlock_irqrestore(&sd->port.lock, flags);
 	gid->global.interface_id = sd->port_guid;
 	return 0;
 }
@@ -913,6 +926,7 @@ static struct sib_pkt *sib_build(struct sib_qp *qp, const struct ib_send_wr *wr,
 	u16 pkey_index = qp->ibqp.qp_type == IB_QPT_GSI ? ud->pkey_index : qp->pkey_index;
 	struct sib_pkt *pkt;
 	unsigned long flags;
+	__be64 prefix;
 
 	*status = IB_WC_LOC_PROT_ERR;
 	if (pkey_index >= SIB_PKEY_TBL_LEN)
@@ -939,7 +953,12 @@ static struct sib_pkt *sib_build(struct sib_qp *qp, const struct ib_send_wr *wr,
 	spin_lock_irqsave(&p->lock, flags);
 	pkt->pkey = p->pkeys[pkey_index];
 	pkt->slid = p->lid | (rdma_ah_get_path_bits(ah) & ((1 << p->lmc) - 1));
+	prefix = p->gid_prefix;
 	spin_unlock_irqrestore(&p->lock, flags);
+	/* IBA 14.2.2: a directed-route SMP (QP0 to the permissive DLID)
+	 * carries the permissive SLID too; the answer goes back by it. */
+	if (pkt->src_qpn == 0 && pkt->dlid == 0xffff)
+		pkt->slid = 0xffff;
 	pkt->has_grh = rdma_ah_get_ah_flags(ah) & IB_AH_GRH;
 	memset(&pkt->grh, 0, sizeof(pkt->grh));
 	if (pkt->has_grh) {
@@ -953,7 +972,7 @@ static struct sib_pkt *sib_build(struct sib_qp *qp, const struct ib_send_wr *wr,
 		pkt->grh.paylen = cpu_to_be16(12 + 8 + (pkt->has_imm ? 4 : 0) + len + 4);
 		pkt->grh.next_hdr = 0x1b;	/* IBA: the next header is BTH */
 		pkt->grh.hop_limit = g->hop_limit;
-		pkt->grh.sgid.global.subnet_prefix = cpu_to_be64(0xfe80000000000000ULL);
+		pkt->grh.sgid.global.subnet_prefix = prefix;
 		pkt->grh.sgid.global.interface_id = sd->port_guid;
 		pkt->grh.dgid = g->dgid;
 	}
@@ -1336,16 +1355,23 @@ static void sib_deliver(struct sib_dev *dst, const struct sib_pkt *pkt)
 	struct sib_qp *qp;
 	unsigned long flags;
 	bool self = dst == pkt->from;
+	bool smp = pkt->dest_qpn == 0;
+	enum ib_port_state state;
 	u16 lid;
 	u8 lmc;
 
-	/* IBA 7.2: an ACTIVE port takes data packets, an ARMED one too. */
-	switch (sib_port_now(dst, &lid, &lmc)) {
-	case IB_PORT_ACTIVE:
-	case IB_PORT_ARMED:
-		break;
-	default:
+	/* IBA 7.2: an ACTIVE port takes data packets, an ARMED one too;
+	 * SMPs (QP0, from QP0 only) flow as soon as the link is up (INIT). */
+	state = sib_port_now(dst, &lid, &lmc);
+	if (smp ? (state < IB_PORT_INIT || pkt->src_qpn != 0) :
+		  (state != IB_PORT_ACTIVE && state != IB_PORT_ARMED))
 		return;
+	if (pkt->dlid == 0xffff) {
+		/* The permissive LID: a directed-route SMP, for the port at the
+		 * other end of the link, whatever its LID (IBA 14.2.2). */
+		if (!smp || self)
+			return;
+		goto to_qp;
 	}
 	if (sib_mcast_lid(pkt->dlid)) {
 		/* Multicast: the MLID, and the MGID when the packet has a GRH
@@ -1365,6 +1391,7 @@ static void sib_deliver(struct sib_dev *dst, const struct sib_pkt *pkt)
 	}
 	if (!lid || (pkt->dlid & ~((1u << lmc) - 1)) != lid)
 		return;
+to_qp:
 	xa_lock(&dst->qp_xa);
 	qp = xa_load(&dst->qp_xa, pkt->dest_qpn);
 	if (qp)
@@ -1378,6 +1405,7 @@ static void sib_xmit_work(struct work_struct *w)
 	struct sib_dev *sd = container_of(w, struct sib_dev, xmit_work);
 	struct sib_pkt *pkt, *t;
 	struct sib_dev *peer;
+	enum ib_port_state state;
 	unsigned long flags;
 	u16 lid;
 	u8 lmc;
@@ -1388,8 +1416,11 @@ static void sib_xmit_work(struct work_struct *w)
 	spin_unlock_irqrestore(&sd->xmit_lock, flags);
 	list_for_each_entry_safe(pkt, t, &batch, list) {
 		list_del(&pkt->list);
-		/* A port that is not ACTIVE sends no data packet (IBA 7.2). */
-		if (sib_port_now(sd, &lid, &lmc) == IB_PORT_ACTIVE) {
+		/* A port that is not ACTIVE sends no data packet, but SMPs
+		 * from its link up on (IBA 7.2). */
+		state = sib_port_now(sd, &lid, &lmc);
+		if (state == IB_PORT_ACTIVE ||
+		    (pkt->src_qpn == 0 && state >= IB_PORT_INIT)) {
 			spin_lock(&sib_cable_lock);
 			peer = sd->peer;
 			if (peer)
@@ -1410,6 +1441,294 @@ static void sib_xmit_purge(struct sib_dev *sd)
 		list_del(&pkt->list);
 		kfree(pkt);
 	}
+}
+
+/* ---- the SMA: process_mad ---------------------------------------------- */
+
+/*
+ * The port's events, dispatched from a work item in a fixed order (never
+ * from process_mad itself: the MAD layer may call it for a local SMP from
+ * its send path).  A repeated event not yet dispatched is dispatched once.
+ */
+static const enum ib_event_type sib_event_order[] = {
+	IB_EVENT_PORT_ERR, IB_EVENT_LID_CHANGE, IB_EVENT_PKEY_CHANGE,
+	IB_EVENT_GID_CHANGE, IB_EVENT_SM_CHANGE, IB_EVENT_PORT_ACTIVE,
+	IB_EVENT_CLIENT_REREGISTER,
+};
+
+static void sib_event_work(struct work_struct *w)
+{
+	struct sib_dev *sd = container_of(w, struct sib_dev, event_work);
+	unsigned long flags;
+	u32 events;
+	int i;
+
+	spin_lock_irqsave(&sd->port.lock, flags);
+	events = sd->port.dying ? 0 : sd->port.events;
+	sd->port.events = 0;
+	spin_unlock_irqrestore(&sd->port.lock, flags);
+	for (i = 0; i < ARRAY_SIZE(sib_event_order); i++) {
+		struct ib_event ev = {
+			.device = &sd->ibdev,
+			.element.port_num = SIB_PORT,
+			.event = sib_event_order[i],
+		};
+
+		if (events & BIT(sib_event_order[i]))
+			ib_dispatch_event(&ev);
+	}
+}
+
+/* p->lock held. */
+static void sib_event_locked(struct sib_dev *sd, enum ib_event_type e)
+{
+	if (sd->port.dying)
+		return;
+	sd->port.events |= BIT(e);
+	queue_work(sib_wq, &sd->event_work);
+}
+
+/* IBA 14.2.5.3 NodeInfo. */
+static void sib_node_info(struct sib_dev *sd, u8 *data)
+{
+	struct ib_node_info *ni = (struct ib_node_info *)data;
+
+	ni->base_version = 1;
+	ni->class_version = 1;
+	ni->node_type = RDMA_NODE_IB_CA;
+	ni->num_ports = 1;
+	ni->sys_guid = cpu_to_be64(SIB_GUID_BASE);
+	ni->node_guid = sd->ibdev.node_guid;
+	ni->port_guid = sd->port_guid;
+	ni->partition_cap = cpu_to_be16(SIB_PKEY_TBL_LEN);
+	ni->local_port_num = SIB_PORT;
+}
+
+/* IBA 14.2.5.6 PortInfo, as the port is now; p->lock held. */
+static void sib_port_info_locked(struct sib_port *p, u8 *data)
+{
+	struct ib_port_info *pi = (struct ib_port_info *)data;
+
+	pi->mkey = p->mkey;
+	pi->gid_prefix = p->gid_prefix;
+	pi->lid = cpu_to_be16(p->lid);
+	pi->sm_lid = cpu_to_be16(p->sm_lid);
+	pi->cap_mask = cpu_to_be32(p->cap_flags);
+	pi->local_port_num = SIB_PORT;
+	pi->link_width_enabled = 2;		/* 4X */
+	pi->link_width_supported = 3;		/* 1X, 4X */
+	pi->link_width_active = 2;		/* 4X */
+	pi->linkspeed_portstate = (7 << 4) | p->state;	/* SDR, DDR, QDR */
+	pi->portphysstate_linkdown = (p->phys_state << 4) | 2;	/* Polling */
+	pi->mkeyprot_resv_lmc = p->lmc;
+	pi->linkspeedactive_enabled = (4 << 4) | 7;	/* QDR; all three */
+	pi->neighbormtu_mastersmsl = (p->neighbor_mtu << 4) | p->sm_sl;
+	pi->vlcap_inittype = 1 << 4;		/* VL0 only */
+	pi->inittypereply_mtucap = IB_MTU_4096;
+	pi->vlstallcnt_hoqlife = 0x1f;		/* HOQLife: infinite */
+	pi->operationalvl_pei_peo_fpi_fpo = p->op_vls << 4;
+	pi->pkey_violations = cpu_to_be16(p->bad_pkey_cntr);
+	pi->qkey_violations = cpu_to_be16(p->qkey_viol_cntr);
+	pi->guid_cap = SIB_GID_TBL_LEN;
+	pi->clientrereg_resv_subnetto = p->subnet_timeout;
+}
+
+/*
+ * Set(PortInfo): what the SM may change, checked first and applied all or
+ * nothing (IBA 14.2.5.6; an invalid state transition changes nothing and
+ * answers "invalid attribute value").  The counters and the read-only
+ * fields of the SM's copy are not taken (an SM writes back what it read).
+ * M_Key protection is not enforced.  Returns the MAD status.
+ */
+static u16 sib_set_port_info(struct sib_dev *sd, const u8 *data)
+{
+	const struct ib_port_info *pi = (const struct ib_port_info *)data;
+	struct sib_port *p = &sd->port;
+	u8 state = pi->linkspeed_portstate & 0xf;
+	u16 lid = be16_to_cpu(pi->lid), sm_lid = be16_to_cpu(pi->sm_lid);
+	u8 lmc = pi->mkeyprot_resv_lmc & 7;
+	u8 sm_sl = pi->neighbormtu_mastersmsl & 0xf;
+	enum ib_port_state old;
+	unsigned long flags;
+	u16 status = 0;
+
+	spin_lock_irqsave(&p->lock, flags);
+	old = p->state;
+	/* 0: no change; Down: the link retrains at once (back to INIT);
+	 * Armed from Init; Active from Armed (IBA 7.2.1). */
+	switch (state) {
+	case IB_PORT_NOP:
+	case IB_PORT_DOWN:
+		break;
+	case IB_PORT_ARMED:
+		if (old != IB_PORT_INIT && old != IB_PORT_ARMED)
+			status = IB_MGMT_MAD_STATUS_INVALID_ATTRIB_VALUE;
+		break;
+	case IB_PORT_ACTIVE:
+		if (old != IB_PORT_ARMED && old != IB_PORT_ACTIVE)
+			status = IB_MGMT_MAD_STATUS_INVALID_ATTRIB_VALUE;
+		break;
+	default:
+		status = IB_MGMT_MAD_STATUS_INVALID_ATTRIB_VALUE;
+	}
+	if (lid >= 0xc000 || sm_lid >= 0xc000)	/* unicast LIDs only */
+		status = IB_MGMT_MAD_STATUS_INVALID_ATTRIB_VALUE;
+	if (status) {
+		spin_unlock_irqrestore(&p->lock, flags);
+		return status;
+	}
+	p->mkey = pi->mkey;
+	if (p->gid_prefix != pi->gid_prefix) {
+		p->gid_prefix = pi->gid_prefix;
+		sib_event_locked(sd, IB_EVENT_GID_CHANGE);
+	}
+	if (p->lid != lid || p->lmc != lmc) {
+		p->lid = lid;
+		p->lmc = lmc;
+		sib_event_locked(sd, IB_EVENT_LID_CHANGE);
+	}
+	if (p->sm_lid != sm_lid || p->sm_sl != sm_sl) {
+		p->sm_lid = sm_lid;
+		p->sm_sl = sm_sl;
+		sib_event_locked(sd, IB_EVENT_SM_CHANGE);
+	}
+	if (pi->neighbormtu_mastersmsl >> 4)
+		p->neighbor_mtu = pi->neighbormtu_mastersmsl >> 4;
+	if (pi->operationalvl_pei_peo_fpi_fpo >> 4)
+		p->op_vls = pi->operationalvl_pei_peo_fpi_fpo >> 4;
+	p->subnet_timeout = pi->clientrereg_resv_subnetto & 0x1f;
+	if (state == IB_PORT_DOWN) {
+		p->state = IB_PORT_INIT;
+		if (old == IB_PORT_ACTIVE)
+			sib_event_locked(sd, IB_EVENT_PORT_ERR);
+	} else if (state != IB_PORT_NOP) {
+		p->state = state;
+		if (state == IB_PORT_ACTIVE && old != IB_PORT_ACTIVE)
+			sib_event_locked(sd, IB_EVENT_PORT_ACTIVE);
+	}
+	/* ClientReregister (bit 7): the port's clients join again. */
+	if (pi->clientrereg_resv_subnetto & 0x80)
+		sib_event_locked(sd, IB_EVENT_CLIENT_REREGISTER);
+	spin_unlock_irqrestore(&p->lock, flags);
+	return 0;
+}
+
+/* Set(PKeyTable), block 0. */
+static void sib_set_pkeys(struct sib_dev *sd, const u8 *data)
+{
+	const __be16 *t = (const __be16 *)data;
+	struct sib_port *p = &sd->port;
+	unsigned long flags;
+	bool changed = false;
+	int i;
+
+	spin_lock_irqsave(&p->lock, flags);
+	for (i = 0; i < SIB_PKEY_TBL_LEN; i++) {
+		changed |= p->pkeys[i] != be16_to_cpu(t[i]);
+		p->pkeys[i] = be16_to_cpu(t[i]);
+	}
+	if (changed)
+		sib_event_locked(sd, IB_EVENT_PKEY_CHANGE);
+	spin_unlock_irqrestore(&p->lock, flags);
+}
+
+/*
+ * The subnet management agent: the MAD layer gives the driver every MAD its
+ * QP0 and QP1 receive, and every locally addressed directed-route SMP, first
+ * ("right of first refusal", mad.c ib_mad_recv_done).  SubnGet and SubnSet
+ * are answered here (SUCCESS | REPLY); everything else (responses for the
+ * SM's own agent, GMPs for their agents) is left to the MAD layer with
+ * SUCCESS alone, which it reads as "go on": to an agent of this port, as if
+ * received (mad.c ib_mad_recv_done and, for a local directed-route SMP,
+ * handle_outgoing_dr_smp, where FAILURE would fail the SM's send).
+ * Attributes: NodeDescription, NodeInfo, GUIDInfo, PortInfo, PKeyTable,
+ * SLtoVLMappingTable and VLArbitrationTable (VL0 only: all zero); the rest
+ * answer "unsupported".  SMInfo is an SM's, not the SMA's: it is left to
+ * the MAD layer, which hands it to an SM's agent on this port (opensm's) or
+ * answers "unsupported" itself (mad.c generate_unmatched_resp), as mlx4's
+ * driver leaves it (mlx4 mad.c ib_process_mad, "Don't process SMInfo
+ * queries").
+ */
+static int sib_process_mad(struct ib_device *ibdev, int mad_flags, u32 port,
+			   const struct ib_wc *in_wc, const struct ib_grh *in_grh,
+			   const struct ib_mad *in, struct ib_mad *out,
+			   size_t *out_size, u16 *out_pkey_index)
+{
+	struct sib_dev *sd = to_sdev(ibdev);
+	const struct ib_smp *smp = (const struct ib_smp *)in;
+	struct ib_smp *r = (struct ib_smp *)out;
+	bool set = smp->method == IB_MGMT_METHOD_SET;
+	u32 mod = be32_to_cpu(smp->attr_mod);
+	unsigned long flags;
+	u16 status = 0;
+
+	if (port != SIB_PORT || *out_size < sizeof(*r))
+		return IB_MAD_RESULT_FAILURE;
+	if (smp->mgmt_class != IB_MGMT_CLASS_SUBN_LID_ROUTED &&
+	    smp->mgmt_class != IB_MGMT_CLASS_SUBN_DIRECTED_ROUTE)
+		return IB_MAD_RESULT_SUCCESS;
+	if (smp->method == IB_MGMT_METHOD_TRAP_REPRESS)
+		return IB_MAD_RESULT_SUCCESS | IB_MAD_RESULT_CONSUMED;
+	if ((smp->method != IB_MGMT_METHOD_GET && !set) ||
+	    smp->attr_id == IB_SMP_ATTR_SM_INFO)
+		return IB_MAD_RESULT_SUCCESS;
+
+	memcpy(r, smp, sizeof(*r));
+	memset(r->data, 0, sizeof(r->data));
+	r->method = IB_MGMT_METHOD_GET_RESP;
+	if (smp->base_version != 1 || smp->class_version != 1) {
+		status = IB_MGMT_MAD_STATUS_BAD_VERSION;
+		goto reply;
+	}
+	switch (smp->attr_id) {
+	case IB_SMP_ATTR_NODE_DESC:
+		memcpy(r->data, ibdev->node_desc, IB_DEVICE_NODE_DESC_MAX);
+		break;
+	case IB_SMP_ATTR_NODE_INFO:
+		sib_node_info(sd, r->data);
+		break;
+	case IB_SMP_ATTR_GUID_INFO:
+		if (mod) {
+			status = IB_MGMT_MAD_STATUS_INVALID_ATTRIB_VALUE;
+			break;
+		}
+		memcpy(r->data, &sd->port_guid, sizeof(sd->port_guid));
+		break;
+	case IB_SMP_ATTR_PORT_INFO:
+		if (mod > SIB_PORT) {
+			status = IB_MGMT_MAD_STATUS_INVALID_ATTRIB_VALUE;
+			break;
+		}
+		if (set)
+			status = sib_set_port_info(sd, smp->data);
+		spin_lock_irqsave(&sd->port.lock, flags);
+		sib_port_info_locked(&sd->port, r->data);
+		spin_unlock_irqrestore(&sd->port.lock, flags);
+		break;
+	case IB_SMP_ATTR_PKEY_TABLE:
+		if (mod) {	/* one block of 32 */
+			status = IB_MGMT_MAD_STATUS_INVALID_ATTRIB_VALUE;
+			break;
+		}
+		if (set)
+			sib_set_pkeys(sd, smp->data);
+		spin_lock_irqsave(&sd->port.lock, flags);
+		for (int i = 0; i < SIB_PKEY_TBL_LEN; i++)
+			((__be16 *)r->data)[i] = cpu_to_be16(sd->port.pkeys[i]);
+		spin_unlock_irqrestore(&sd->port.lock, flags);
+		break;
+	case IB_SMP_ATTR_SL_TO_VL_TABLE:
+	case IB_SMP_ATTR_VL_ARB_TABLE:
+		break;	/* every SL on VL0; no arbitration to set */
+	default:
+		status = IB_MGMT_MAD_STATUS_UNSUPPORTED_METHOD_ATTRIB;
+	}
+reply:
+	r->status = cpu_to_be16(status);
+	if (smp->mgmt_class == IB_MGMT_CLASS_SUBN_DIRECTED_ROUTE)
+		r->status |= IB_SMP_DIRECTION;	/* the answer returns */
+	*out_size = sizeof(*r);
+	return IB_MAD_RESULT_SUCCESS | IB_MAD_RESULT_REPLY;
 }
 
 /* ---- registration ------------------------------------------------------- */
@@ -1447,6 +1766,7 @@ static const struct ib_device_ops sib_ops = {
 	.destroy_qp = sib_destroy_qp,
 	.post_send = sib_post_send,
 	.post_recv = sib_post_recv,
+	.process_mad = sib_process_mad,
 	.attach_mcast = sib_attach_mcast,
 	.detach_mcast = sib_detach_mcast,
 
@@ -1459,7 +1779,62 @@ static const struct ib_device_ops sib_ops = {
 
 static struct sib_dev *sib_devs[SIB_NDEV];
 
-static void sib_xmit_work(struct work_struct *w);
+/*
+ * The test hook on the cable: /sys/module/sib/parameters/cable, 1 (plugged,
+ * at load) or 0 (pulled).  Pulled, both ports go DOWN with phys state
+ * Polling (PORT_ERR where one was ACTIVE) and carry nothing, SMPs neither;
+ * plugged again, the link trains: LinkUp and INIT, where an SM takes over
+ * (or, with fixed_lids, ACTIVE again at once, with PORT_ACTIVE).  The LID
+ * and the rest an SM set are kept, as a real port keeps its PortInfo.
+ */
+static bool cable = true;
+static DEFINE_MUTEX(sib_cable_mutex);	/* cable and the devices' life */
+
+static void sib_cable_apply(struct sib_dev *sd, bool up)
+{
+	struct sib_port *p = &sd->port;
+	enum ib_port_state old;
+	unsigned long flags;
+
+	spin_lock_irqsave(&p->lock, flags);
+	old = p->state;
+	if (!up) {
+		p->state = IB_PORT_DOWN;
+		p->phys_state = IB_PORT_PHYS_STATE_POLLING;
+		if (old == IB_PORT_ACTIVE)
+			sib_event_locked(sd, IB_EVENT_PORT_ERR);
+	} else if (old == IB_PORT_DOWN) {
+		p->phys_state = IB_PORT_PHYS_STATE_LINK_UP;
+		p->state = fixed_lids ? IB_PORT_ACTIVE : IB_PORT_INIT;
+		if (fixed_lids)
+			sib_event_locked(sd, IB_EVENT_PORT_ACTIVE);
+	}
+	spin_unlock_irqrestore(&p->lock, flags);
+}
+
+static int sib_cable_set(const char *val, const struct kernel_param *kp)
+{
+	bool up;
+	int err, i;
+
+	err = kstrtobool(val, &up);
+	if (err)
+		return err;
+	mutex_lock(&sib_cable_mutex);
+	cable = up;
+	for (i = 0; i < SIB_NDEV; i++)
+		if (sib_devs[i])
+			sib_cable_apply(sib_devs[i], up);
+	mutex_unlock(&sib_cable_mutex);
+	return 0;
+}
+
+static const struct kernel_param_ops sib_cable_ops = {
+	.set = sib_cable_set,
+	.get = param_get_bool,
+};
+module_param_cb(cable, &sib_cable_ops, &cable, 0644);
+MODULE_PARM_DESC(cable, "1: the cable between sib0 and sib1 is plugged (the default); 0: pulled (a test hook)");
 
 static void sib_port_init(struct sib_port *p, int index)
 {
@@ -1470,8 +1845,13 @@ static void sib_port_init(struct sib_port *p, int index)
 	p->phys_state = IB_PORT_PHYS_STATE_LINK_UP;
 	p->lid = fixed_lids ? index + 1 : 0;
 	p->sm_lid = fixed_lids ? 1 : 0;
-	p->cap_flags = IB_PORT_SYS_IMAGE_GUID_SUP;
+	/* ClientReregister supported (IBA 14.2.5.6, CapabilityMask bit 25):
+	 * opensm sets the bit only for ports that advertise it. */
+	p->cap_flags = IB_PORT_SYS_IMAGE_GUID_SUP | IB_PORT_CLIENT_REG_SUP;
 	p->pkeys[0] = 0xffff;
+	p->gid_prefix = cpu_to_be64(0xfe80000000000000ULL);
+	p->neighbor_mtu = IB_MTU_4096;
+	p->op_vls = 1;
 }
 
 static struct sib_dev *sib_dev_create(int index)
@@ -1492,6 +1872,7 @@ static struct sib_dev *sib_dev_create(int index)
 	spin_lock_init(&sd->xmit_lock);
 	INIT_LIST_HEAD(&sd->xmit_list);
 	INIT_WORK(&sd->xmit_work, sib_xmit_work);
+	INIT_WORK(&sd->event_work, sib_event_work);
 	spin_lock_init(&sd->mcast_lock);
 	INIT_LIST_HEAD(&sd->mcast_list);
 
@@ -1537,6 +1918,7 @@ static void sib_dev_free(struct sib_dev *sd)
  */
 static void sib_teardown(void)
 {
+	unsigned long flags;
 	int i;
 
 	spin_lock(&sib_cable_lock);
@@ -1544,6 +1926,15 @@ static void sib_teardown(void)
 		if (sib_devs[i])
 			sib_devs[i]->peer = NULL;
 	spin_unlock(&sib_cable_lock);
+	/* No event after this one: the core is about to forget the device. */
+	for (i = 0; i < SIB_NDEV; i++) {
+		if (!sib_devs[i])
+			continue;
+		spin_lock_irqsave(&sib_devs[i]->port.lock, flags);
+		sib_devs[i]->port.dying = true;
+		spin_unlock_irqrestore(&sib_devs[i]->port.lock, flags);
+		cancel_work_sync(&sib_devs[i]->event_work);
+	}
 	for (i = SIB_NDEV - 1; i >= 0; i--)
 		if (sib_devs[i])
 			ib_unregister_device(&sib_devs[i]->ibdev);
@@ -1560,9 +1951,15 @@ static int __init sib_init(void)
 {
 	int i, err;
 
+	if (!cable) {	/* a load parameter cable=0: plugged at load all the same */
+		pr_info("sib: cable=0 at load is ignored: plugged\n");
+		cable = true;
+	}
+
 	sib_wq = alloc_workqueue("sib", WQ_UNBOUND, 0);
 	if (!sib_wq)
 		return -ENOMEM;
+	mutex_lock(&sib_cable_mutex);
 	for (i = 0; i < SIB_NDEV; i++) {
 		sib_devs[i] = sib_dev_create(i);
 		if (IS_ERR(sib_devs[i])) {
@@ -1570,6 +1967,7 @@ static int __init sib_init(void)
 			sib_devs[i] = NULL;
 			pr_err("sib: device %d: ib_register_device: %d\n", i, err);
 			sib_teardown();
+			mutex_unlock(&sib_cable_mutex);
 			return err;
 		}
 	}
@@ -1578,7 +1976,8 @@ static int __init sib_init(void)
 	sib_devs[0]->peer = sib_devs[1];
 	sib_devs[1]->peer = sib_devs[0];
 	spin_unlock(&sib_cable_lock);
-	pr_info("sib: %s and %s registered (step 2: the UD data path, no SMA%s)\n",
+	mutex_unlock(&sib_cable_mutex);
+	pr_info("sib: %s and %s registered (the UD data path and the SMA%s)\n",
 		dev_name(&sib_devs[0]->ibdev.dev),
 		dev_name(&sib_devs[1]->ibdev.dev),
 		fixed_lids ? "; fixed LIDs 1 and 2, ACTIVE" : "");
@@ -1587,7 +1986,9 @@ static int __init sib_init(void)
 
 static void __exit sib_exit(void)
 {
+	mutex_lock(&sib_cable_mutex);
 	sib_teardown();
+	mutex_unlock(&sib_cable_mutex);
 }
 
 module_init(sib_init);
