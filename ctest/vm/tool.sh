@@ -129,6 +129,21 @@ check "gids: one row per non-empty entry, never one per empty slot ($(wc -l < $W
 check "gids: each port's summary says it read the table in one QUERY_GID_TABLE ioctl" \
 	sh -c "[ \$(grep -c '^# .*read by ioctl QUERY_GID_TABLE' $W/gids.txt) = \$(ls -d $SYS/*/ports/* | wc -l) ]"
 
+# A netdev whose name holds an ESC (the kernel's dev_valid_name refuses only
+# '/', ':' and white space), with an address, so that rxe gives it a GID:
+# its row shows '?' for the ESC, and no control character reaches the
+# terminal (src/tool/table.rs printable).
+EVIL=$'v\e[7m'
+if ip link add link $ND name "$EVIL" type vlan id 77 && ip link set "$EVIL" up &&
+	ip addr add 192.0.2.77/24 dev "$EVIL" && wait_until 20 has_gid $DEV "$(v4gid 192.0.2.77)"; then
+	"$T" gids > $W/gids.evil 2>&1
+	check "gids: the GID of a netdev named 'v ESC [7m' names it 'v?[7m'" grep -q ' v?\[7m ' $W/gids.evil
+	check "gids: no control character in its output" sh -c "! LC_ALL=C grep -q '[[:cntrl:]]' $W/gids.evil"
+else
+	fail "setup: a VLAN named with an ESC on $ND, with a GID"
+fi
+ip link del "$EVIL" 2>/dev/null
+
 # ibv_devinfo -v (rdma-core's own query): "DEV PORT INDEX GID", the GID in
 # sysfs' full form, or ::ffff:a.b.c.d as ibv_devinfo prints IPv4-mapped ones.
 ibv_devinfo -v > $W/devinfo.txt 2>&1

@@ -8,7 +8,7 @@ use crate::gids::{self, Port};
 use crate::group::{Group, perftest_arg};
 use crate::json::Json;
 use crate::net;
-use crate::table::{Slot, type_name};
+use crate::table::{Slot, printable, type_name};
 use rsverbs::select::rules::{Family, Filter, NO_VLAN};
 use core::net::Ipv6Addr;
 
@@ -311,19 +311,21 @@ pub fn run(devs: &[Device], port: Option<u8>, group: Group, given: &str, json: b
 }
 
 fn print_text(verdicts: &[Verdict], group: Group, ready: bool) {
+    // Every line through printable: device and netdev names are the kernel's.
+    let out = |l: String| println!("{}", printable(&l));
     for v in verdicts {
-        println!("{} port {} (netdev {}), group {}:", v.dev, v.port, v.netdev.as_deref().unwrap_or("?"), group.text());
+        out(format!("{} port {} (netdev {}), group {}:", v.dev, v.port, v.netdev.as_deref().unwrap_or("?"), group.text()));
         for c in &v.checks {
-            println!("  {:<5} {:<11} {}", c.status.text(), c.name, c.detail);
+            out(format!("  {:<5} {:<11} {}", c.status.text(), c.name, c.detail));
             for f in &c.fix {
-                println!("        fix: {f}");
+                out(format!("        fix: {f}"));
             }
         }
         let skipped = match v.skipped() {
             0 => String::new(),
             n => format!(" as far as checked ({n} checks skipped on {})", v.link_layer),
         };
-        println!("  => {}", if v.ready() { format!("ready{skipped}") } else { "not ready".to_string() });
+        out(format!("  => {}", if v.ready() { format!("ready{skipped}") } else { "not ready".to_string() }));
     }
     if verdicts.is_empty() {
         println!("no RDMA port to check");

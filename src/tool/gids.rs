@@ -2,7 +2,7 @@
 //! ranges, and the index rdma_cm and perftest would pick by default.
 
 use crate::ffi::{self, Device, LINK_LAYER_ETHERNET};
-use crate::table::{self, Slot, Table, gid_text, type_name, v4_mapped};
+use crate::table::{self, Slot, Table, gid_text, printable, type_name, v4_mapped};
 use crate::net;
 use rsverbs::select::{default_roce_type, rules};
 
@@ -107,9 +107,9 @@ pub fn run(devs: &[Device], port: Option<u8>) -> i32 {
             match read_port(d, p) {
                 Some(pt) => {
                     for r in rows(&d.name, &pt) {
-                        println!("{r}");
+                        println!("{}", printable(&r));
                     }
-                    println!("{}", summary(&d.name, &pt));
+                    println!("{}", printable(&summary(&d.name, &pt)));
                 }
                 None => {
                     eprintln!("rsverbs: {} port {p}: ibv_query_port failed", d.name);

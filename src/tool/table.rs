@@ -81,6 +81,20 @@ pub fn type_name(t: u32) -> &'static str {
 }
 
 /// The GID as sysfs and ibv_devinfo print it: eight groups of four digits.
+/// `s` for a terminal or a line-oriented reader: every ASCII control
+/// character (below 0x20, and DEL) becomes `?`. Names the kernel keeps for
+/// others (a netdev named with an ESC by a CAP_NET_ADMIN holder: the kernel's
+/// `dev_valid_name` refuses only '/', ':' and white space) then cannot drive
+/// the terminal or split a row; the library's trace lines do the same
+/// (`os::Text::mask_controls`). JSON escapes them instead (json.rs).
+pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.chars().any(|c| c.is_ascii_control()) {
+        s.chars().map(|c| if c.is_ascii_control() { '?' } else { c }).collect::<String>().into()
+    } else {
+        s.into()
+    }
+}
+
 pub fn gid_text(raw: &[u8; 16]) -> String {
     let g: Vec<String> = raw.chunks(2).map(|c| format!("{:02x}{:02x}", c[0], c[1])).collect();
     g.join(":")
@@ -92,6 +106,13 @@ pub use rsverbs::mgid::v4_mapped;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn printable_masks_control_characters_only() {
+        assert_eq!(printable("eth0"), "eth0");
+        assert_eq!(printable("ev\u{1b}[31mil\tx\u{7f}"), "ev?[31mil?x?");
+        assert_eq!(printable("réseau"), "réseau");
+    }
 
     #[test]
     fn gid_text_is_sysfs_form() {
