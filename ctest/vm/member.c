@@ -15,6 +15,8 @@
  *       prints whether NETDEV is still a member ("after member=N"), leaves.
  *   member DEV NETDEV BINDADDR once full|sendonly rsverbs|rdmacm GROUP
  *       joins and leaves GROUP, printing membership after each.
+ *   member DEV NETDEV BINDADDR raw rsverbs MGID
+ *       rsverbs only: a full join of MGID exactly as given, and its leave.
  *   member DEV NETDEV BINDADDR privdrop rsverbs|rdmacm UID
  *       a privilege drop (docs/fabric-join.md, credential changes): as root, attaches (rsverbs)
  *       and joins; then setgroups(0), setresgid(UID), setresuid(UID); then
@@ -23,6 +25,8 @@
  *       ucma_write -> ib_safe_file_access): librdmacm's calls fail with it
  *       and its memberships stay; rsverbs replaces the fd. One "step" line
  *       per call, then "final GROUP member=M" for each group.
+ * On an InfiniBand port rsverbs is given rdma_cm's InfiniBand MGID of each
+ * IPv4 group (rs_gid), librdmacm the group's address as everywhere.
  * rsverbs' functions are found with dlsym (preloaded or relinked alike);
  * "rsverbs" without them is an error (exit 2). Other failures: "FAIL" lines
  * and exit 1. */
@@ -94,11 +98,31 @@ static int cm_wait(void)
 	return st ? -1 : 0;
 }
 
+/* On an InfiniBand port (ib_port), rsverbs is given the MGID rdma_cm makes
+ * of the IPv4 group for a UDP ID, which is what librdmacm's side joins
+ * (cma.c cma_set_mgid: ip_ib_mc_map, the RDMA CM signature 0x01, the
+ * IPoIB broadcast group's scope 2 and P_Key 0xffff, the group's low 28
+ * bits): ff12:4001:ffff::G; on RoCE the v4-mapped MGID itself. */
+static int ib_port;
+
+static const union ibv_gid *rs_gid(const union ibv_gid *g, union ibv_gid *out)
+{
+	static const uint8_t prefix[6] = { 0xff, 0x12, 0x40, 0x01, 0xff, 0xff };
+	if (!ib_port)
+		return g;
+	memset(out, 0, sizeof(*out));
+	memcpy(out->raw, prefix, sizeof(prefix));
+	memcpy(out->raw + 12, g->raw + 12, 4);
+	out->raw[12] &= 0x0f;
+	return out;
+}
+
 /* One join or leave of group `g` (v4-mapped), either library's way. */
 static int do_join(int rsverbs, const union ibv_gid *g, int flags)
 {
+	union ibv_gid ibg;
 	if (rsverbs)
-		return rs_join(ctx, 1, g, flags);
+		return rs_join(ctx, 1, rs_gid(g, &ibg), flags);
 	struct sockaddr_in a = { .sin_family = AF_INET };
 	memcpy(&a.sin_addr, g->raw + 12, 4);
 	struct rdma_cm_join_mc_attr_ex j = {
@@ -113,8 +137,9 @@ static int do_join(int rsverbs, const union ibv_gid *g, int flags)
 
 static int do_leave(int rsverbs, const union ibv_gid *g, int flags)
 {
+	union ibv_gid ibg;
 	if (rsverbs)
-		return rs_leave(ctx, 1, g, flags);
+		return rs_leave(ctx, 1, rs_gid(g, &ibg), flags);
 	struct sockaddr_in a = { .sin_family = AF_INET };
 	memcpy(&a.sin_addr, g->raw + 12, 4);
 	return rdma_leave_multicast(cm_id(flags), (struct sockaddr *)&a);
@@ -301,12 +326,16 @@ int main(int argc, char **argv)
 	netdev = argv[2];
 	bindaddr = argv[3];
 	ctx = open_by_name(argv[1]);
+	struct ibv_port_attr pa;
+	if (ibv_query_port(ctx, 1, &pa))
+		die("ibv_query_port: %s", strerror(errno));
+	ib_port = pa.link_layer == IBV_LINK_LAYER_INFINIBAND;
 	/* Also the relinked build's reference to the verbs (librsverbs first):
 	 * without one, --as-needed would drop librsverbs from it. */
 	print_served_by(stderr);
 	rs_join = (member_fn)dlsym(RTLD_DEFAULT, "rsverbs_mcast_join");
 	rs_leave = (member_fn)dlsym(RTLD_DEFAULT, "rsverbs_mcast_leave");
-	const char *lib = !strcmp(what, "seq") || !strcmp(what, "privdrop") ? argv[5] : argc >= 8 ? argv[6] : "rsverbs";
+	const char *lib = !strcmp(what, "seq") || !strcmp(what, "privdrop") || !strcmp(what, "raw") ? argv[5] : argc >= 8 ? argv[6] : "rsverbs";
 	int rs = strcmp(lib, "rsverbs") == 0;
 	if (rs && (!rs_join || !rs_leave)) {
 		fprintf(stderr, "member: rsverbs_mcast_join is not loaded\n");
@@ -316,6 +345,13 @@ int main(int argc, char **argv)
 		cm_open();
 	if (!strcmp(what, "seq")) {
 		seq(rs);
+	} else if (!strcmp(what, "raw") && argc >= 7 && rs) {
+		/* raw rsverbs MGID: a full join of MGID as given, and its leave */
+		union ibv_gid g;
+		if (inet_pton(AF_INET6, argv[6], g.raw) != 1)
+			die("bad MGID %s", argv[6]);
+		step("raw-join", rs_join(ctx, 1, &g, RDMA_MC_JOIN_FLAG_FULLMEMBER), &g);
+		step("raw-leave", rs_leave(ctx, 1, &g, RDMA_MC_JOIN_FLAG_FULLMEMBER), &g);
 	} else if (!strcmp(what, "extra")) {
 		extra();
 	} else if (!strcmp(what, "privdrop") && argc >= 7) {

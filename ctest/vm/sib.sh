@@ -272,6 +272,77 @@ else
   show "ibv_ud_pingpong (SM's LIDs) client" "$W/udpp3.client"
   check "ibv_ud_pingpong sib0 -> sib1 on the SM's LIDs (exit $cst, $sst)" \
     bash -c "[ $cst = 0 ] && [ $sst = 0 ] && grep -q 'LID 0x$(printf %04x $l1)' '$W/udpp3.client'"
+  # IP over InfiniBand on both ports, ib1 in a network namespace of its
+  # own (so that IP between 10.77.0.1 and 10.77.0.2 crosses the cable),
+  # then rdma_cm's and rsverbs' multicast memberships through opensm's SA.
+  NS=sibns
+  ipoib_up() {
+    /run/rsverbs/modprobe ib_ipoib && wait_until 10 test -e /sys/class/net/ib1 &&
+      ip netns add $NS && ip link set ib1 netns $NS &&
+      ip addr add 10.77.0.1/24 dev ib0 && ip link set ib0 up &&
+      ip netns exec $NS ip addr add 10.77.0.2/24 dev ib1 && ip netns exec $NS ip link set ib1 up &&
+      ip netns exec $NS ip link set lo up
+  }
+  members_of() { # MGID: how many MCMemberRecords the SA holds for it (SM_Key 1, opensm's default: trusted)
+    saquery --smkey 1 -C sib0 -m 2>/dev/null | grep -c "MGID\.*$1\$"
+  }
+  no_record_of() { [ "$(members_of "$1")" = 0 ]; }
+  if ipoib_up > "$W/ipoib.err" 2>&1; then
+    pass "IPoIB: ib0 (sib0) 10.77.0.1, ib1 (sib1) 10.77.0.2 in a namespace of its own"
+    check "IPoIB: both ports joined the broadcast group at the SA (two MCMemberRecords of ff12:401b:ffff::ffff:ffff)" \
+      wait_until 30 bash -c "[ \$(saquery --smkey 1 -C sib0 -m 2>/dev/null | grep -c 'MGID\.*ff12:401b:ffff::ffff:ffff\$') = 2 ]"
+    ip netns exec $NS ibv_ud_pingpong -d sib1 -n 50 > "$W/udpp4.server" 2>&1 &
+    srv=$!
+    wait_until 10 bash -c "ip netns exec $NS ss -ltn | grep -q ':18515 '"
+    timeout 60 ibv_ud_pingpong -d sib0 -n 50 10.77.0.2 > "$W/udpp4.client" 2>&1; cst=$?
+    wait "$srv"; sst=$?
+    check "IP over InfiniBand: ibv_ud_pingpong's TCP exchange to 10.77.0.2 (ARP on the broadcast group, unicast on the SA's path), then 50 iterations (exit $cst, $sst)" \
+      bash -c "[ $cst = 0 ] && [ $sst = 0 ]"
+    # rdma_cm's own multicast on InfiniBand: mckey joins through the SA on
+    # both ports, 5 datagrams cross the cable to the MLID the SA chose.
+    ip netns exec $NS stdbuf -oL timeout 60 mckey -b 10.77.0.2 -m 239.77.8.8 -C 5 > "$W/mckey.recv" 2>&1 &
+    mr=$!
+    wait_until 20 grep -q 'receiving data transfers' "$W/mckey.recv"
+    timeout 60 mckey -b 10.77.0.1 -m 239.77.8.8 -s -C 5 > "$W/mckey.send" 2>&1; sst=$?
+    wait "$mr"; rst=$?
+    show "mckey (receiver, sib1)" "$W/mckey.recv"; show "mckey -s (sender, sib0)" "$W/mckey.send"
+    check "mckey on InfiniBand: the receiver on sib1 got the sender's 5 datagrams (exit $rst, $sst)" \
+      bash -c "[ $rst = 0 ] && [ $sst = 0 ] && grep -q 'data transfers complete' '$W/mckey.recv'"
+    check "mckey: both joined ff12:4001:ffff::f4d:808 with the same MLID from the SA" \
+      bash -c "m=\$(grep -ho 'joined dgid: ff12:4001:ffff::f4d:808 mlid 0x[0-9a-f]*' '$W/mckey.recv' '$W/mckey.send' | sort -u); [ \$(echo \"\$m\" | wc -l) = 1 ] && [ -n \"\$m\" ]"
+    # rsverbs' explicit membership (rsverbs_mcast_join) beside librdmacm's
+    # on the same port: the same answers at every step, full and send-only.
+    ip netns exec $NS timeout 60 "$BIN/member" sib1 ib1 10.77.0.2 seq rdmacm > "$W/seq.rdmacm" 2>&1
+    ip netns exec $NS env LD_PRELOAD="$RSVERBS_LIB" RSVERBS_TRACE=1 timeout 60 "$BIN/member" sib1 ib1 10.77.0.2 seq rsverbs > "$W/seq.rsverbs" 2>&1
+    show "member seq rdmacm" "$W/seq.rdmacm"; show "member seq rsverbs" "$W/seq.rsverbs"
+    check "explicit membership on InfiniBand: librdmacm's 9 steps ran" [ "$(grep -c '^step' "$W/seq.rdmacm")" = 9 ]
+    check "explicit membership on InfiniBand: rsverbs_mcast_join/leave give librdmacm's answers at each step (full and send-only, through opensm's SA)" \
+      diff <(grep '^step' "$W/seq.rdmacm") <(grep '^step' "$W/seq.rsverbs")
+    check "rsverbs' trace names the SA's MLID and the group's Q_Key (rdma_cm's 0x01234567)" \
+      grep -Eq 'fabricjoin joined netdev=ib1 .* mgid=ff12:4001:ffff::f4d:501 .*mlid=0xc[0-9a-f]{3} qkey=0x01234567' "$W/seq.rsverbs"
+    # The SA's records while rsverbs holds a send-only membership, and after.
+    for kind in sendonly full; do
+      coproc HOLD { exec ip netns exec $NS env LD_PRELOAD="$RSVERBS_LIB" "$BIN/member" sib1 ib1 10.77.0.2 hold $kind rsverbs 239.77.9.9 2>&1; }
+      held=0
+      while read -r -t 30 l <&"${HOLD[0]}"; do [ "$l" = held ] && { held=1; break; }; done
+      saquery --smkey 1 -C sib0 -m > "$W/sa.$kind" 2>&1
+      want=$([ $kind = sendonly ] && echo 0x28 || echo 0x21)
+      check "rsverbs holds a $kind membership of 239.77.9.9: the SA has sib1's MCMemberRecord of ff12:4001:ffff::f4d:909, JoinState $((want & 0xf)) (ScopeState $want)" \
+        bash -c "[ $held = 1 ] && grep -A4 'MGID\.*ff12:4001:ffff::f4d:909\$' '$W/sa.$kind' | grep -q 'PortGid\.*fe80::200:53:4942:101\$' &&
+          grep -A4 'MGID\.*ff12:4001:ffff::f4d:909\$' '$W/sa.$kind' | grep -q 'ScopeState\.*$want\$'"
+      echo >&"${HOLD[1]}" 2>/dev/null; wait "$HOLD_PID" 2>/dev/null
+      check "after rsverbs' $kind leave the SA holds no record of ff12:4001:ffff::f4d:909" wait_until 10 no_record_of ff12:4001:ffff::f4d:909
+    done
+    # On InfiniBand an MGID must start with 0xff (the SA refuses any
+    # other): RoCE's ::ffff:a.b.c.d form of an IPv4 group is EINVAL at
+    # once, without asking the SA (no fabricjoin line in the trace).
+    ip netns exec $NS env LD_PRELOAD="$RSVERBS_LIB" RSVERBS_TRACE=1 "$BIN/member" sib1 ib1 10.77.0.2 raw rsverbs ::ffff:239.77.5.1 > "$W/raw.v4" 2>&1
+    show "member raw ::ffff:239.77.5.1" "$W/raw.v4"
+    check "rsverbs_mcast_join of ::ffff:239.77.5.1 on InfiniBand: EINVAL, without a join sent to the SA" \
+      bash -c "grep -q '^step raw-join rc=-1 errno=22 ' '$W/raw.v4' && ! grep -q fabricjoin '$W/raw.v4'"
+  else
+    fail "IPoIB setup: $(cat "$W/ipoib.err")"
+  fi
   # An SM restart: its first sweep as master sets ClientReregister on
   # every port that advertises it (osm_lid_mgr.c); sib raises the event.
   stdbuf -oL ibv_asyncwatch -d sib1 > "$W/asyncwatch.sib1" 2>&1 &

@@ -62,6 +62,17 @@ fn ethernet(dev: &Device, port: u32) -> Result<bool, c_int> {
     crate::port::port_link_layer(dev.sysfs(), port).map(|l| l == crate::port::LinkLayer::Ethernet)
 }
 
+/// Whether `mgid` names a group on a port of this link layer: on RoCE
+/// ff00::/8 or ::ffff:224.0.0.0/4 (the kernel's `rdma_is_multicast_addr`);
+/// on InfiniBand ff00::/8 only, the MGIDs an SA accepts (IBA 4.1.1: an MGID
+/// starts with 0xFF; opensm refuses any other, and its refusal would come
+/// back as the join's EINVAL after a round trip). RoCE's ::ffff:a.b.c.d
+/// form of an IPv4 group is rdma_cm's ff12:4001:ffff::... there
+/// (`Mgid::for_group`).
+fn group_on(eth: bool, mgid: &Mgid) -> bool {
+    mgid.is_multicast() && (eth || mgid.0[0] == 0xff)
+}
+
 /// `rsverbs_mcast_join`'s work: `Err(errno)` as the C function reports it.
 pub fn join(ctx: &Context, port: u32, mgid: Mgid, kind: Kind) -> Result<(), c_int> {
     let Some(dev) = ctx.dev else { return Err(libc::EINVAL) };
@@ -69,6 +80,9 @@ pub fn join(ctx: &Context, port: u32, mgid: Mgid, kind: Kind) -> Result<(), c_in
         return Err(libc::EINVAL);
     }
     let eth = ethernet(&dev, port)?;
+    if !group_on(eth, &mgid) {
+        return Err(libc::EINVAL);
+    }
     EXPLICIT.store(true, Relaxed);
     // The rdma_cm join's answer is waited for between the two, with the
     // lock released (super::exclusive_then): counted at once, taken back
@@ -86,7 +100,9 @@ pub fn leave(ctx: &Context, port: u32, mgid: Mgid, kind: Kind) -> Result<(), c_i
     if !mgid.is_multicast() {
         return Err(libc::EINVAL);
     }
-    ethernet(&dev, port)?;
+    if !group_on(ethernet(&dev, port)?, &mgid) {
+        return Err(libc::EINVAL);
+    }
     super::exclusive(|st| st.member_leave(&dev, port, mgid, kind)).unwrap_or(Err(libc::EDEADLK))
 }
 
@@ -324,6 +340,16 @@ mod tests {
     use super::super::counts::{Counts, Members};
     use super::super::sock::Pool;
     use super::*;
+
+    #[test]
+    fn an_infiniband_group_is_an_ff00_mgid_and_a_roce_group_an_ipv4_mapped_one_too() {
+        let v4 = Mgid::for_group("239.1.2.3".parse().expect("address"), crate::abi::IBV_GID_TYPE_ROCE_V2).expect("multicast");
+        let ib = Mgid::for_group("239.1.2.3".parse().expect("address"), crate::abi::IBV_GID_TYPE_IB).expect("multicast");
+        assert!(group_on(true, &v4) && group_on(true, &ib));
+        assert!(!group_on(false, &v4), "::ffff:239.1.2.3 on InfiniBand: the SA refuses it");
+        assert!(group_on(false, &ib));
+        assert!(!group_on(true, &Mgid([0; 16])) && !group_on(false, &Mgid([0; 16])));
+    }
 
     /// The wait of call `token`, as super::exclusive_then makes it (here
     /// with nothing else running, so without releasing anything).
