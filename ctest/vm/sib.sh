@@ -340,6 +340,43 @@ else
     show "member raw ::ffff:239.77.5.1" "$W/raw.v4"
     check "rsverbs_mcast_join of ::ffff:239.77.5.1 on InfiniBand: EINVAL, without a join sent to the SA" \
       bash -c "grep -q '^step raw-join rc=-1 errno=22 ' '$W/raw.v4' && ! grep -q fabricjoin '$W/raw.v4'"
+    # The fabric join after an attach (RSVERBS_MCAST_FABRICJOIN=1): a
+    # receiver that only attaches, through rsverbs, on sib1 (sibdata recv).
+    # A librdmacm member on sib0 keeps the group, and its MLID, in place.
+    G=239.77.10.10 GM=ff12:4001:ffff::f4d:a0a
+    coproc KEEP { exec "$BIN/member" sib0 ib0 10.77.0.1 hold full rdmacm $G 2>&1; }
+    kept=0
+    while read -r -t 30 l <&"${KEEP[0]}"; do [ "$l" = held ] && { kept=1; break; }; done
+    saquery --smkey 1 -C sib0 -m > "$W/sa.keep" 2>&1
+    mlid=$(grep -A1 "MGID\.*$GM\$" "$W/sa.keep" | sed -n 's/.*Mlid\.*0x\([0-9A-Fa-f]*\)$/\1/p' | head -1 | tr 'A-F' 'a-f')
+    check "librdmacm holds $G on sib0: the SA has $GM with an MLID (0x$mlid)" bash -c "[ $kept = 1 ] && [ -n '$mlid' ]"
+    recv() { # TAG LID QKEY COUNT: sibdata recv on sib1, preloaded, FABRICJOIN on, hints on
+      ip netns exec $NS env LD_PRELOAD="$RSVERBS_LIB" RSVERBS_MCAST_FABRICJOIN=1 RSVERBS_TRACE=hints \
+        "$W/sibdata" recv sib1 $GM "$2" "$3" "$4" > "$W/recv.$1" 2>&1
+    }
+    # Attached with another LID than the SA's: joined, and the hint names the SA's.
+    recv lid 0xc0ff 0x01234567 0
+    show "recv (LID 0xc0ff)" "$W/recv.lid"
+    check "FABRICJOIN=1 after an attach on InfiniBand: rsverbs joined $GM through the SA, its MLID 0x$mlid and rdma_cm's Q_Key" \
+      grep -Eq "fabricjoin joined netdev=ib1 .*mgid=$GM .*mlid=0x0*$mlid qkey=0x01234567" "$W/recv.lid"
+    check "... attached with LID 0xc0ff: hint[mlid-mismatch] names the SA's MLID" grep -Eq "hint\[mlid-mismatch\]: .*0xc0ff.*0x0*$mlid" "$W/recv.lid"
+    # Another Q_Key than the group's: hint[qkey-mismatch].
+    recv qkey 0x$mlid 0x11111111 0
+    show "recv (Q_Key 0x11111111)" "$W/recv.qkey"
+    check "... a QP Q_Key other than the group's: hint[qkey-mismatch]" grep -q "hint\[qkey-mismatch\]" "$W/recv.qkey"
+    check "... and its twin with the SA's MLID: no hint[mlid-mismatch]" bash -c "! grep -q 'hint\[mlid-mismatch\]' '$W/recv.qkey'"
+    # The SA's MLID and the group's Q_Key: no hint, and mckey's datagrams from sib0 arrive, each once.
+    ip netns exec $NS env LD_PRELOAD="$RSVERBS_LIB" RSVERBS_MCAST_FABRICJOIN=1 RSVERBS_TRACE=hints \
+      "$W/sibdata" recv sib1 $GM 0x$mlid 0x01234567 5 > "$W/recv.ok" 2>&1 &
+    rp=$!
+    wait_until 20 grep -q '^ready' "$W/recv.ok"
+    timeout 60 mckey -b 10.77.0.1 -m $G -s -C 5 > "$W/mckey.send2" 2>&1; sst=$?
+    wait "$rp"; rst=$?
+    show "recv (the SA's MLID)" "$W/recv.ok"; show "mckey -s" "$W/mckey.send2"
+    check "a receiver that only attaches (rsverbs, FABRICJOIN=1) got mckey's 5 datagrams from sib0 (exit $rst, $sst)" \
+      bash -c "[ $rst = 0 ] && [ $sst = 0 ] && grep -qx 'done 5' '$W/recv.ok'"
+    check "... with no hint: the SA's MLID, the group's Q_Key" bash -c "! grep -q 'hint\[' '$W/recv.ok'"
+    echo >&"${KEEP[1]}" 2>/dev/null; wait "$KEEP_PID" 2>/dev/null
   else
     fail "IPoIB setup: $(cat "$W/ipoib.err")"
   fi

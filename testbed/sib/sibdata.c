@@ -7,6 +7,9 @@
  * observation for the script to compare; exit status 1 when a setup step
  * fails.
  *
+ *   sibdata                  the cases below, on sib0 and sib1
+ *   sibdata recv DEV MGID LID QKEY COUNT   a receiver that only attaches
+ *
  * Absence is never waited for: every case that expects a datagram not to
  * arrive sends a second, good one to the same QP right after it (the same
  * sending device delivers in order), and the good one must be the first
@@ -166,8 +169,68 @@ static uint32_t counter(struct ibv_context *ctx, int qkey)
 	return qkey ? pa.qkey_viol_cntr : pa.bad_pkey_cntr;
 }
 
-int main(void)
+/*
+ * sibdata recv DEV MGID LID QKEY COUNT: a receiver that only attaches (as a
+ * raw-verbs program does): a UD QP with Q_Key QKEY on DEV port 1, attached
+ * to MGID with LID; prints "ready", then waits up to 20 s for COUNT
+ * datagrams ("got N" after each), detaches and prints "done N".
+ */
+static int recv_mode(char **argv)
 {
+	struct ibv_context *c = open_dev(argv[0]);
+	struct ibv_pd *pd = ibv_alloc_pd(c);
+	union ibv_gid mgid;
+	struct ep e;
+	int want = atoi(argv[4]), got = 0;
+
+	if (!pd || inet_pton(AF_INET6, argv[1], mgid.raw) != 1)
+		DIE("setup");
+	ep_init(&e, c, pd, (uint32_t)strtoul(argv[3], NULL, 0), 0);
+	uint16_t lid = (uint16_t)strtoul(argv[2], NULL, 0);
+	int rc = ibv_attach_mcast(e.qp, &mgid, lid);
+	printf("attach rc=%d\n", rc ? errno : 0);
+	if (rc)
+		return 1;
+	for (int i = 0; i < 8; i++) {
+		struct ibv_sge sge = { .addr = (uintptr_t)e.buf, .length = 4096 + 40 <= BUF ? 4096 + 40 : BUF, .lkey = e.mr->lkey };
+		struct ibv_recv_wr wr = { .wr_id = (uint64_t)i, .sg_list = &sge, .num_sge = 1 }, *bad;
+		if (ibv_post_recv(e.qp, &wr, &bad))
+			DIE("ibv_post_recv");
+	}
+	printf("ready\n");
+	fflush(stdout);
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (got < want) {
+		struct ibv_wc wc;
+		int n = ibv_poll_cq(e.cq, 1, &wc);
+		if (n < 0)
+			DIE("ibv_poll_cq");
+		if (n == 1) {
+			if (wc.status != IBV_WC_SUCCESS)
+				break;
+			got++;
+			printf("got %d\n", got);
+			fflush(stdout);
+			struct ibv_sge sge = { .addr = (uintptr_t)e.buf, .length = 4096 + 40 <= BUF ? 4096 + 40 : BUF, .lkey = e.mr->lkey };
+			struct ibv_recv_wr wr = { .wr_id = wc.wr_id, .sg_list = &sge, .num_sge = 1 }, *bad;
+			if (ibv_post_recv(e.qp, &wr, &bad))
+				DIE("ibv_post_recv");
+			continue;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (t.tv_sec - t0.tv_sec > 20)
+			break;
+	}
+	printf("detach rc=%d\n", ibv_detach_mcast(e.qp, &mgid, lid) ? errno : 0);
+	printf("done %d\n", got);
+	return got == want ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 7 && !strcmp(argv[1], "recv"))
+		return recv_mode(argv + 2);
 	struct ibv_context *c0 = open_dev("sib0"), *c1 = open_dev("sib1");
 	struct ibv_pd *p0 = ibv_alloc_pd(c0), *p1 = ibv_alloc_pd(c1);
 	if (!p0 || !p1)
