@@ -11,8 +11,10 @@
  *       rsverbs only: counted joins, IPv6, bad arguments, errno on success,
  *       a forked child that has none of its parent's memberships.
  *   member DEV NETDEV BINDADDR hold full|sendonly rsverbs|rdmacm GROUP
- *       joins GROUP (a.b.c.d), prints "held", waits for a line on stdin,
- *       prints whether NETDEV is still a member ("after member=N"), leaves.
+ *       joins GROUP (a.b.c.d), prints "held", waits for a line on stdin
+ *       ("again": joins it once more, prints "held" and waits again; any
+ *       other line or the end: on), prints whether NETDEV is still a member
+ *       ("after member=N"), leaves.
  *   member DEV NETDEV BINDADDR once full|sendonly rsverbs|rdmacm GROUP
  *       joins and leaves GROUP, printing membership after each.
  *   member DEV NETDEV BINDADDR raw rsverbs MGID
@@ -365,8 +367,12 @@ int main(int argc, char **argv)
 			char line[16];
 			printf("held\n");
 			fflush(stdout);
-			if (!fgets(line, sizeof(line), stdin))
-				die("no go line");
+			/* "again": one more (counted) join of the group, then wait again */
+			while (fgets(line, sizeof(line), stdin) && !strcmp(line, "again\n")) {
+				step("join-again", do_join(rs, &g, flags), &g);
+				printf("held\n");
+				fflush(stdout);
+			}
 			printf("after member=%d\n", ip_member(netdev, &g));
 		}
 		step("leave", do_leave(rs, &g, flags), &g);

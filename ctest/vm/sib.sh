@@ -287,7 +287,9 @@ else
     saquery --smkey 1 -C sib0 -m 2>/dev/null | grep -c "MGID\.*$1\$"
   }
   no_record_of() { [ "$(members_of "$1")" = 0 ]; }
+  ipoib=0
   if ipoib_up > "$W/ipoib.err" 2>&1; then
+    ipoib=1
     pass "IPoIB: ib0 (sib0) 10.77.0.1, ib1 (sib1) 10.77.0.2 in a namespace of its own"
     check "IPoIB: both ports joined the broadcast group at the SA (two MCMemberRecords of ff12:401b:ffff::ffff:ffff)" \
       wait_until 30 bash -c "[ \$(saquery --smkey 1 -C sib0 -m 2>/dev/null | grep -c 'MGID\.*ff12:401b:ffff::ffff:ffff\$') = 2 ]"
@@ -386,6 +388,17 @@ else
   aw=$!
   # Ready once it holds sib1's uverbs device open (its async fd is that).
   wait_until 10 bash -c "ls -l /proc/$aw/fd 2>/dev/null | grep -q /dev/infiniband/uverbs1"
+  # rsverbs holds a full membership across the restart (with IPoIB up).
+  RG=239.77.12.12 RGM=ff12:4001:ffff::f4d:c0c
+  if [ "$ipoib" = 1 ]; then
+    coproc RHOLD { exec ip netns exec $NS env LD_PRELOAD="$RSVERBS_LIB" RSVERBS_TRACE=1 "$BIN/member" sib1 ib1 10.77.0.2 hold full rsverbs $RG 2>&1; }
+    exec {rh_out}<&"${RHOLD[0]}" {rh_in}>&"${RHOLD[1]}"
+    rheld() { # the holder's lines until "held", into $W/rhold (30 s at most)
+      local l; while read -r -t 30 l <&$rh_out; do echo "$l" >> "$W/rhold"; [ "$l" = held ] && return 0; done; return 1
+    }
+    rheld > /dev/null
+    check "rsverbs holds $RG before the restart: the SA has sib1's record of $RGM" wait_until 10 bash -c "$(declare -f members_of); [ \$(members_of $RGM) = 1 ]"
+  fi
   osm_stop
   osm_start "$W/opensm2.log"
   if wait_until 120 grep -q 'CLIENT_REREGISTER' "$W/asyncwatch.sib1"; then
@@ -394,6 +407,25 @@ else
     fail "an opensm restart: no IBV_EVENT_CLIENT_REREGISTER on sib1"
   fi
   check "both ports still ACTIVE after the restart" wait_until 60 both_active
+  if [ "$ipoib" = 1 ]; then
+    # The kernel's multicast module has handled the re-register once IPoIB
+    # is back in its broadcast group at the new SA (both ports); the new
+    # SA knows nothing of rsverbs' group until rsverbs joins it again.
+    check "after the restart IPoIB joined the broadcast group again (both ports)" \
+      wait_until 60 bash -c "$(declare -f members_of); [ \$(members_of ff12:401b:ffff::ffff:ffff) = 2 ]"
+    check "after the restart the new SA has no record of $RGM (the membership was lost with it)" \
+      bash -c "$(declare -f members_of); [ \$(members_of $RGM) = 0 ]"
+    # The holder's next call (one more join of the group) reads the loss
+    # (-ENETRESET) and joins again, in that one call.
+    echo again >&$rh_in
+    rheld > /dev/null
+    show "member hold (rsverbs) across the restart" "$W/rhold"
+    check "rsverbs' next call after the re-register: the loss traced (ENETRESET) and the group joined again, in that call" \
+      bash -c "grep -q 'fabricjoin lost netdev=ib1 .*mgid=$RGM .*ENETRESET' '$W/rhold' && grep -q '^step join-again rc=0 ' '$W/rhold' &&
+        [ \$(grep -c 'fabricjoin joined netdev=ib1 .*mgid=$RGM' '$W/rhold') = 2 ]"
+    check "... and the new SA has sib1's record of $RGM again" wait_until 10 bash -c "$(declare -f members_of); [ \$(members_of $RGM) = 1 ]"
+    echo >&$rh_in; wait "$RHOLD_PID" 2>/dev/null
+  fi
   # The cable pulled (the test hook) and plugged again: DOWN with PORT_ERR,
   # then the SM's next sweep brings the ports back to ACTIVE.
   n_act=$(grep -c 'PORT_ACTIVE' "$W/asyncwatch.sib1")

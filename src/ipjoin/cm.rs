@@ -601,6 +601,17 @@ impl Channel {
         let _ = self.cmd(&cm::destroy_id(resp.as_mut_ptr() as u64, id));
     }
 
+    /// Reads the events queued, if there is an fd: a call that decides
+    /// from the counts whether a membership was lost (a detach, a duplicate
+    /// attach, a join of one held) reads them first, so that a loss queued
+    /// since the last call (`-ENETRESET` after an SM's client re-register)
+    /// is joined again by this call, not the one after.
+    pub fn refresh(&mut self) {
+        if self.fd >= 0 {
+            self.drain(None);
+        }
+    }
+
     /// Reads the events queued (the logic tests' "some later call").
     #[cfg(test)]
     pub fn poll(&mut self) {

@@ -368,8 +368,12 @@ impl State {
         // A detach, or a duplicate attach (one attachment in the kernel),
         // joins only a lost membership of the group.
         let again = !v.attach || dup;
-        if again && !self.chan.counts(cm::JOIN_FULL).any_unheld(&mgid) {
-            return;
+        if again {
+            // A loss queued since the last call is read now (cm.rs refresh).
+            self.chan.refresh();
+            if !self.chan.counts(cm::JOIN_FULL).any_unheld(&mgid) {
+                return;
+            }
         }
         let Some(ctx) = &v.ctx else { return };
         let Some(t) = fabric_target(ctx, q.key.handle, &mgid, all_ports) else { return };
