@@ -23,7 +23,7 @@ TESTBED=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 CACHE=$(realpath -m "${RSVERBS_CACHE:-$HOME/.cache/rsverbs}")
 # Host side (qemu, initramfs tools) and guest side (it runs host binaries).
 PACKAGES=("$(arch_qemu_package)" busybox-static cpio kmod xz-utils iproute2 rdma-core
-	ibverbs-providers ibverbs-utils rdmacm-utils perftest opensm infiniband-diags)
+	ibverbs-providers ibverbs-utils rdmacm-utils perftest opensm infiniband-diags iputils-ping)
 # Loaded by the initramfs itself; everything else is modprobed after the
 # host root (with kmod) is mounted.  virtio_pci is a module in Debian's 6.1.
 # virtio_net: eth0 of a networked guest (--net), loaded in every guest.
@@ -52,9 +52,9 @@ esac
 # The userland's packages (debootstrap --include, on top of minbase): what
 # guest/stage2.sh, testbed/smoke.sh and every ctest/vm suite run (opensm
 # and infiniband-diags: the subnet manager and rdma-core's own IB tools for
-# ctest/vm/sib.sh), and what ctest/build.sh compiles the test programs with.
+# ctest/vm/sib.sh, and ping across its IPoIB), and what ctest/build.sh compiles the test programs with.
 USERLAND_PACKAGES=(bash coreutils util-linux iproute2 kmod procps gawk sed grep
-	ibverbs-providers ibverbs-utils rdmacm-utils perftest opensm infiniband-diags
+	ibverbs-providers ibverbs-utils rdmacm-utils perftest opensm infiniband-diags iputils-ping
 	gcc libc6-dev binutils make pkg-config libibverbs-dev librdmacm-dev libseccomp-dev
 	strace valgrind)
 USERLAND_RECIPE=1 # bump when the way a userland is built changes

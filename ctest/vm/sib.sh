@@ -250,6 +250,9 @@ else
   check "LIDs assigned by the SM: sib0 $l0, sib1 $l1 (unicast, distinct)" \
     bash -c "[ $l0 -ge 1 ] && [ $l0 -lt 49152 ] && [ $l1 -ge 1 ] && [ $l1 -lt 49152 ] && [ $l0 != $l1 ]"
   check "both ports name the SM's LID, sib0's own ($m0, $m1; sib0 $l0)" [ "$m0 $m1" = "$l0 $l0" ]
+  ibv_devinfo -v -d sib1 > "$W/devinfo3.sib1" 2>&1; show "ibv_devinfo -v -d sib1 (opensm)" "$W/devinfo3.sib1"
+  check "ibv_devinfo -v sib1: PORT_ACTIVE, sm_lid $l0, port_lid $l1" bash -c \
+    "grep -Eq 'state:\s+PORT_ACTIVE \(4\)' '$W/devinfo3.sib1' && grep -Eq 'sm_lid:\s+$l0\$' '$W/devinfo3.sib1' && grep -Eq 'port_lid:\s+$l1\$' '$W/devinfo3.sib1'"
   ibstat sib1 1 > "$W/ibstat.sib1" 2>&1; show "ibstat sib1" "$W/ibstat.sib1"
   check "ibstat sib1: State: Active, Physical state: LinkUp, SM lid $l0" \
     bash -c "grep -q 'State: Active' '$W/ibstat.sib1' && grep -q 'Physical state: LinkUp' '$W/ibstat.sib1' && grep -q 'SM lid: $l0\$' '$W/ibstat.sib1'"
@@ -300,18 +303,30 @@ else
     wait "$srv"; sst=$?
     check "IP over InfiniBand: ibv_ud_pingpong's TCP exchange to 10.77.0.2 (ARP on the broadcast group, unicast on the SA's path), then 50 iterations (exit $cst, $sst)" \
       bash -c "[ $cst = 0 ] && [ $sst = 0 ]"
+    check "ping across the cable: 10.77.0.1 (ib0) -> 10.77.0.2 (ib1, another namespace)" \
+      bash -c "ping -c 3 -W 5 10.77.0.2 > '$W/ping' 2>&1"
+    show ping "$W/ping"
+    saquery -C sib0 -g > "$W/saquery.g" 2>&1
+    show "saquery -g" "$W/saquery.g"
+    check "saquery -g lists the IPoIB broadcast group" grep -q 'MGID.*ff12:401b:ffff::ffff:ffff' "$W/saquery.g"
     # rdma_cm's own multicast on InfiniBand: mckey joins through the SA on
-    # both ports, 5 datagrams cross the cable to the MLID the SA chose.
-    ip netns exec $NS stdbuf -oL timeout 60 mckey -b 10.77.0.2 -m 239.77.8.8 -C 5 > "$W/mckey.recv" 2>&1 &
-    mr=$!
-    wait_until 20 grep -q 'receiving data transfers' "$W/mckey.recv"
-    timeout 60 mckey -b 10.77.0.1 -m 239.77.8.8 -s -C 5 > "$W/mckey.send" 2>&1; sst=$?
-    wait "$mr"; rst=$?
-    show "mckey (receiver, sib1)" "$W/mckey.recv"; show "mckey -s (sender, sib0)" "$W/mckey.send"
-    check "mckey on InfiniBand: the receiver on sib1 got the sender's 5 datagrams (exit $rst, $sst)" \
-      bash -c "[ $rst = 0 ] && [ $sst = 0 ] && grep -q 'data transfers complete' '$W/mckey.recv'"
-    check "mckey: both joined ff12:4001:ffff::f4d:808 with the same MLID from the SA" \
-      bash -c "m=\$(grep -ho 'joined dgid: ff12:4001:ffff::f4d:808 mlid 0x[0-9a-f]*' '$W/mckey.recv' '$W/mckey.send' | sort -u); [ \$(echo \"\$m\" | wc -l) = 1 ] && [ -n \"\$m\" ]"
+    # both ports, 5 datagrams cross the cable to the MLID the SA chose (the
+    # receiver ends only when it has all 5).
+    mckey_pair() { # TAG "RECEIVER ARGS" "SENDER ARGS" WHAT
+      ip netns exec $NS stdbuf -oL timeout 60 mckey -b 10.77.0.2 $2 -C 5 > "$W/mckey.$1.recv" 2>&1 &
+      local mr=$! rst sst
+      wait_until 20 grep -q 'receiving data transfers' "$W/mckey.$1.recv"
+      timeout 60 mckey -b 10.77.0.1 $3 -s -C 5 > "$W/mckey.$1.send" 2>&1; sst=$?
+      wait "$mr"; rst=$?
+      show "mckey $2 (receiver, sib1)" "$W/mckey.$1.recv"; show "mckey $3 -s (sender, sib0)" "$W/mckey.$1.send"
+      check "mckey on InfiniBand, $4: the receiver on sib1 got the sender's 5 datagrams (exit $rst, $sst)" \
+        bash -c "[ $rst = 0 ] && [ $sst = 0 ] && grep -q 'data transfers complete' '$W/mckey.$1.recv'"
+    }
+    mckey_pair m "-m 239.77.8.8" "-m 239.77.8.8" "-m (IPv4 group, both full members)"
+    check "mckey -m: both joined ff12:4001:ffff::f4d:808 with the same MLID from the SA" \
+      bash -c "m=\$(grep -ho 'joined dgid: ff12:4001:ffff::f4d:808 mlid 0x[0-9a-f]*' '$W/mckey.m.recv' '$W/mckey.m.send' | sort -u); [ \$(echo \"\$m\" | wc -l) = 1 ] && [ -n \"\$m\" ]"
+    mckey_pair M "-M ff12:4001:ffff::f4d:e0e" "-M ff12:4001:ffff::f4d:e0e" "-M (an MGID, AF_IB)"
+    mckey_pair o "-m 239.77.14.14" "-m 239.77.14.14 -o" "-o (the sender a send-only full member)"
     # rsverbs' explicit membership (rsverbs_mcast_join) beside librdmacm's
     # on the same port: the same answers at every step, full and send-only.
     ip netns exec $NS timeout 60 "$BIN/member" sib1 ib1 10.77.0.2 seq rdmacm > "$W/seq.rdmacm" 2>&1
@@ -399,6 +414,13 @@ else
     rheld > /dev/null
     check "rsverbs holds $RG before the restart: the SA has sib1's record of $RGM" wait_until 10 bash -c "$(declare -f members_of); [ \$(members_of $RGM) = 1 ]"
   fi
+  # librdmacm's own listener across the restart: mckey waiting for more
+  # than will ever come must get RDMA_CM_EVENT_MULTICAST_ERROR.
+  if [ "$ipoib" = 1 ]; then
+    ip netns exec $NS stdbuf -oL mckey -b 10.77.0.2 -m 239.77.13.13 -C 1000 > "$W/mckey.restart" 2>&1 &
+    mrr=$!
+    wait_until 20 grep -q 'receiving data transfers' "$W/mckey.restart"
+  fi
   osm_stop
   osm_start "$W/opensm2.log"
   if wait_until 120 grep -q 'CLIENT_REREGISTER' "$W/asyncwatch.sib1"; then
@@ -413,6 +435,9 @@ else
     # SA knows nothing of rsverbs' group until rsverbs joins it again.
     check "after the restart IPoIB joined the broadcast group again (both ports)" \
       wait_until 60 bash -c "$(declare -f members_of); [ \$(members_of ff12:401b:ffff::ffff:ffff) = 2 ]"
+    check "after the restart the listening mckey got RDMA_CM_EVENT_MULTICAST_ERROR" wait_until 30 grep -q 'MULTICAST_ERROR' "$W/mckey.restart"
+    kill "$mrr" 2>/dev/null; wait "$mrr" 2>/dev/null
+    show "mckey (listening across the restart)" "$W/mckey.restart"
     check "after the restart the new SA has no record of $RGM (the membership was lost with it)" \
       bash -c "$(declare -f members_of); [ \$(members_of $RGM) = 0 ]"
     # The holder's next call (one more join of the group) reads the loss
