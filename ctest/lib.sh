@@ -41,12 +41,13 @@ wait_until() {
     sleep 0.1
   done
 }
-# tcp_listening PORT: a TCP socket listens on PORT (/proc/net/tcp{,6};
-# shell builtins only, cheap under TCG).
+# tcp_listening PORT [PID]: a TCP socket listens on PORT (/proc/net/tcp{,6};
+# with PID, in that process's network namespace: /proc/PID/net; shell
+# builtins only, cheap under TCG).
 tcp_listening() {
   local hex f _ a st
   printf -v hex ':%04X' "$1"
-  for f in /proc/net/tcp /proc/net/tcp6; do
+  for f in /proc${2:+/$2}/net/tcp /proc${2:+/$2}/net/tcp6; do
     while read -r _ a _ st _; do [[ $a == *"$hex" && $st == 0A ]] && return 0; done < "$f"
   done
   return 1

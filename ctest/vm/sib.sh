@@ -33,8 +33,6 @@ if [ ! -d /sys/class/infiniband/sib0 ] || [ ! -d /sys/class/infiniband/sib1 ]; t
   finish; exit
 fi
 show() { sed "s/^/  $1: /" "$2"; }
-# ibv_ud_pingpong's server is listening (its TCP port, 18515).
-listening() { ss -ltn 2>/dev/null | grep -q ':18515 '; }
 # rsverbs_twin NAME "VERB..." CMD...: CMD again with librsverbs.so.1
 # preloaded (the guest suite's RSVERBS_LIB): its output must be the plain
 # run's ($W/NAME), line for line, and each VERB (those CMD
@@ -200,7 +198,7 @@ if [ -e $KO ] && rmmod sib && insmod $KO fixed_lids=1 2> "$W/insmod.err" && wait
   # rdma-core's own UD ping-pong across the cable, with GRH (-g 0).
   ibv_ud_pingpong -d sib1 -g 0 -n 200 -s 1024 > "$W/udpp.server" 2>&1 &
   srv=$!
-  wait_until 10 listening
+  wait_until 10 tcp_listening 18515
   timeout 60 ibv_ud_pingpong -d sib0 -g 0 -n 200 -s 1024 127.0.0.1 > "$W/udpp.client" 2>&1
   cst=$?
   wait "$srv"; sst=$?
@@ -269,7 +267,7 @@ else
   # The data path on the SM's LIDs.
   ibv_ud_pingpong -d sib1 -n 100 -s 512 > "$W/udpp3.server" 2>&1 &
   srv=$!
-  wait_until 10 listening
+  wait_until 10 tcp_listening 18515
   timeout 60 ibv_ud_pingpong -d sib0 -n 100 -s 512 127.0.0.1 > "$W/udpp3.client" 2>&1; cst=$?
   wait "$srv"; sst=$?
   show "ibv_ud_pingpong (SM's LIDs) client" "$W/udpp3.client"
@@ -289,16 +287,16 @@ else
   members_of() { # MGID: how many MCMemberRecords the SA holds for it (SM_Key 1, opensm's default: trusted)
     saquery --smkey 1 -C sib0 -m 2>/dev/null | grep -c "MGID\.*$1\$"
   }
-  no_record_of() { [ "$(members_of "$1")" = 0 ]; }
+  records_are() { [ "$(members_of "$1")" = "$2" ]; } # MGID N
   ipoib=0
   if ipoib_up > "$W/ipoib.err" 2>&1; then
     ipoib=1
     pass "IPoIB: ib0 (sib0) 10.77.0.1, ib1 (sib1) 10.77.0.2 in a namespace of its own"
     check "IPoIB: both ports joined the broadcast group at the SA (two MCMemberRecords of ff12:401b:ffff::ffff:ffff)" \
-      wait_until 30 bash -c "[ \$(saquery --smkey 1 -C sib0 -m 2>/dev/null | grep -c 'MGID\.*ff12:401b:ffff::ffff:ffff\$') = 2 ]"
+      wait_until 30 records_are ff12:401b:ffff::ffff:ffff 2
     ip netns exec $NS ibv_ud_pingpong -d sib1 -n 50 > "$W/udpp4.server" 2>&1 &
     srv=$!
-    wait_until 10 bash -c "ip netns exec $NS ss -ltn | grep -q ':18515 '"
+    wait_until 10 tcp_listening 18515 "$srv"
     timeout 60 ibv_ud_pingpong -d sib0 -n 50 10.77.0.2 > "$W/udpp4.client" 2>&1; cst=$?
     wait "$srv"; sst=$?
     check "IP over InfiniBand: ibv_ud_pingpong's TCP exchange to 10.77.0.2 (ARP on the broadcast group, unicast on the SA's path), then 50 iterations (exit $cst, $sst)" \
@@ -348,7 +346,7 @@ else
         bash -c "[ $held = 1 ] && grep -A4 'MGID\.*ff12:4001:ffff::f4d:909\$' '$W/sa.$kind' | grep -q 'PortGid\.*fe80::200:53:4942:101\$' &&
           grep -A4 'MGID\.*ff12:4001:ffff::f4d:909\$' '$W/sa.$kind' | grep -q 'ScopeState\.*$want\$'"
       echo >&"${HOLD[1]}" 2>/dev/null; wait "$HOLD_PID" 2>/dev/null
-      check "after rsverbs' $kind leave the SA holds no record of ff12:4001:ffff::f4d:909" wait_until 10 no_record_of ff12:4001:ffff::f4d:909
+      check "after rsverbs' $kind leave the SA holds no record of ff12:4001:ffff::f4d:909" wait_until 10 records_are ff12:4001:ffff::f4d:909 0
     done
     # On InfiniBand an MGID must start with 0xff (the SA refuses any
     # other): RoCE's ::ffff:a.b.c.d form of an IPv4 group is EINVAL at
@@ -412,7 +410,7 @@ else
       local l; while read -r -t 30 l <&$rh_out; do echo "$l" >> "$W/rhold"; [ "$l" = held ] && return 0; done; return 1
     }
     rheld > /dev/null
-    check "rsverbs holds $RG before the restart: the SA has sib1's record of $RGM" wait_until 10 bash -c "$(declare -f members_of); [ \$(members_of $RGM) = 1 ]"
+    check "rsverbs holds $RG before the restart: the SA has sib1's record of $RGM" wait_until 10 records_are $RGM 1
   fi
   # librdmacm's own listener across the restart: mckey waiting for more
   # than will ever come must get RDMA_CM_EVENT_MULTICAST_ERROR.
@@ -434,12 +432,12 @@ else
     # is back in its broadcast group at the new SA (both ports); the new
     # SA knows nothing of rsverbs' group until rsverbs joins it again.
     check "after the restart IPoIB joined the broadcast group again (both ports)" \
-      wait_until 60 bash -c "$(declare -f members_of); [ \$(members_of ff12:401b:ffff::ffff:ffff) = 2 ]"
+      wait_until 60 records_are ff12:401b:ffff::ffff:ffff 2
     check "after the restart the listening mckey got RDMA_CM_EVENT_MULTICAST_ERROR" wait_until 30 grep -q 'MULTICAST_ERROR' "$W/mckey.restart"
     kill "$mrr" 2>/dev/null; wait "$mrr" 2>/dev/null
     show "mckey (listening across the restart)" "$W/mckey.restart"
     check "after the restart the new SA has no record of $RGM (the membership was lost with it)" \
-      bash -c "$(declare -f members_of); [ \$(members_of $RGM) = 0 ]"
+      records_are $RGM 0
     # The holder's next call (one more join of the group) reads the loss
     # (-ENETRESET) and joins again, in that one call.
     echo again >&$rh_in
@@ -448,7 +446,7 @@ else
     check "rsverbs' next call after the re-register: the loss traced (ENETRESET) and the group joined again, in that call" \
       bash -c "grep -q 'fabricjoin lost netdev=ib1 .*mgid=$RGM .*ENETRESET' '$W/rhold' && grep -q '^step join-again rc=0 ' '$W/rhold' &&
         [ \$(grep -c 'fabricjoin joined netdev=ib1 .*mgid=$RGM' '$W/rhold') = 2 ]"
-    check "... and the new SA has sib1's record of $RGM again" wait_until 10 bash -c "$(declare -f members_of); [ \$(members_of $RGM) = 1 ]"
+    check "... and the new SA has sib1's record of $RGM again" wait_until 10 records_are $RGM 1
     echo >&$rh_in; wait "$RHOLD_PID" 2>/dev/null
   fi
   # The cable pulled (the test hook) and plugged again: DOWN with PORT_ERR,

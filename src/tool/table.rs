@@ -80,7 +80,6 @@ pub fn type_name(t: u32) -> &'static str {
     }
 }
 
-/// The GID as sysfs and ibv_devinfo print it: eight groups of four digits.
 /// `s` for a terminal or a line-oriented reader: every ASCII control
 /// character (below 0x20, and DEL) becomes `?`. Names the kernel keeps for
 /// others (a netdev named with an ESC by a CAP_NET_ADMIN holder: the kernel's
@@ -95,6 +94,7 @@ pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// The GID as sysfs and ibv_devinfo print it: eight groups of four digits.
 pub fn gid_text(raw: &[u8; 16]) -> String {
     let g: Vec<String> = raw.chunks(2).map(|c| format!("{:02x}{:02x}", c[0], c[1])).collect();
     g.join(":")
