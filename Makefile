@@ -194,7 +194,19 @@ $(STATICLIB): $(LIB_SRCS) Cargo.toml Cargo.lock
 TOOL        := $(BUILD)/rsverbs
 tool: $(TOOL)
 
-$(TOOL_BIN): $(LIB_SRCS) $(wildcard src/tool/*) Cargo.toml
+# The commit it is built from, for selftest's report (src/tool/build.rs):
+# $(BUILD)/commit is rewritten when `git rev-parse` and "-dirty" change, so
+# that make runs cargo then (which runs build.rs again on its own).
+COMMIT_STAMP := $(BUILD)/commit
+$(COMMIT_STAMP): FORCE
+	@mkdir -p $(BUILD); c=$$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown); \
+	  [ "$$c" = unknown ] || git diff --quiet HEAD -- 2>/dev/null || c=$$c-dirty; \
+	  [ "$$(cat $@ 2>/dev/null)" = "$$c" ] || echo "$$c" > $@
+
+.PHONY: FORCE
+FORCE:
+
+$(TOOL_BIN): $(LIB_SRCS) $(wildcard src/tool/*) Cargo.toml $(COMMIT_STAMP)
 	$(CARGO_LINK) build --release --locked --manifest-path src/tool/Cargo.toml --target-dir target/tool $(CARGO_ARCH)
 
 # The safe Rust API's examples (docs/rust.md): examples/attach.rs (attach,

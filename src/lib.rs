@@ -152,6 +152,18 @@ pub mod uverbs;
 #[doc(hidden)]
 pub mod view;
 
+/// Releases what the C library's unload releases (src/lifecycle.rs
+/// `at_unload`): the trace file, the IP join's sockets and the fabric
+/// join's rdma_cm fd, which the engine keeps for the process's life
+/// otherwise. For `rsverbs selftest` (src/tool), which links the crate and
+/// checks after its run that the process's fds are as before it; nothing
+/// joins in the process after it.
+#[doc(hidden)]
+pub fn release_as_at_unload() {
+    trace::at_unload();
+    ipjoin::at_unload();
+}
+
 // The crate's README (Cargo.toml readme) is compiled as a doctest.
 #[cfg(all(doctest, feature = "std"))]
 #[doc = include_str!("../README.crate.md")]

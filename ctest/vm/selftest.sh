@@ -16,6 +16,9 @@
 #     multicast memberships as before, after full runs and after one stopped
 #     by SIGINT midway (exit 2, "interrupted"; a preload raises it in the
 #     command's first ibv_create_qp).
+#     The run's own file descriptors as before it (the report's fds line),
+#     and a preload that leaves one open (an fd of /dev/null opened in
+#     ibv_create_cq) makes it exit 1 and name it.
 #  5. Refusals: no RDMA device (/dev/infiniband hidden by a tmpfs in a
 #     mount namespace) exit 2 with the one-line message; bad usage exit 2.
 set -uo pipefail
@@ -57,6 +60,10 @@ done
 check "selftest: the header's kernel is uname -r ($(uname -r))" grep -qx "kernel       $(uname -r)" $W/all.out
 rel=$(dpkg-query -W -f='${Version}' libibverbs1 2>/dev/null | sed -E 's/^([0-9]+\.[0-9]+).*/\1/')
 check "selftest: the header's rdma-core release is libibverbs1's ($rel)" grep -qx "rdma-core    $rel" $W/all.out
+check "selftest: the run's file descriptors as before it" grep -Eq "^fds          as before the run \([0-9]+ open\)$" $W/all.out
+commit=$(cat "$(dirname "$RSVERBS_LIB")/commit" 2>/dev/null)
+check "selftest: the header's rsverbs commit is the build's (${commit:-no build/commit})" \
+	sh -c '[ -n "$1" ] && grep -q "^rsverbs      [0-9.]* commit $1 (" "$2"' _ "$commit" $W/all.out
 check "selftest: rdma-core's verbs are libibverbs.so.1's own" grep -Eq "^libibverbs   /.*/libibverbs\.so\.1" $W/all.out
 check "selftest: attach and detach ran (no skip but the RC QP's, if any)" \
 	sh -c '! grep "skipped:" "$1" | grep -vq "non-UD QP"' _ $W/all.out
@@ -67,6 +74,63 @@ check "selftest rxe1 --json --report FILE: exit 0 (got $rc)" [ "$rc" = 0 ]
 check "selftest --json: one object, run > 0, different 0, exit 0, the device rxe1 only" \
 	python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["different"]==0 and j["run"]>0 and j["exit"]==0, j; assert [d["name"] for d in j["devices"]]==["rxe1"]; assert j["host"]["kernel"]' $W/rxe1.json.out
 check "selftest --report FILE: the file is what stdout got" cmp -s $W/rxe1.json $W/rxe1.json.out
+
+# --limits: both limits driven to the device's refusal, by both libraries.
+start=$SECONDS
+"$T" selftest rxe1 --limits > $W/limits.out 2> $W/limits.err
+rc=$?
+echo "selftest rxe1 --limits: $((SECONDS - start)) s"
+check "selftest rxe1 --limits: exit 0 (got $rc; $(tail -1 $W/limits.out))" [ "$rc" = 0 ]
+check "selftest --limits: its section, 2 cases identical, no limit left unreached" \
+	sh -c 'grep -Eq "^  limits \(--limits\): 2 cases, 2 identical, 0 different" "$1" && ! grep -q "not reached" "$1"' _ $W/limits.out
+maxgrp=$(ibv_devinfo -v -d rxe1 | sed -n 's/^[[:space:]]*max_mcast_grp:[[:space:]]*//p')
+maxqp=$(ibv_devinfo -v -d rxe1 | sed -n 's/^[[:space:]]*max_mcast_qp_attach:[[:space:]]*//p')
+check "selftest --limits: max_mcast_grp groups attached, the next refused, all detached (ibv_devinfo: ${maxgrp:-?})" \
+	grep -Eq "^    groups on one QP: $maxgrp attached, then refused: ret=-?[0-9]+ errno=[0-9]+ [A-Z]+; $maxgrp detached again$" $W/limits.out
+check "selftest --limits: max_mcast_qp_attach QPs attached, the next refused, all detached (ibv_devinfo: ${maxqp:-?})" \
+	grep -Eq "^    QPs on one group: $maxqp attached, then refused: ret=-?[0-9]+ errno=[0-9]+ [A-Z]+; $maxqp detached again$" $W/limits.out
+
+# --join: explicit memberships of G on rxe1 (dummy0) through rsverbs and
+# through librdmacm, the sequence of member.c seq, each step's answer and
+# dummy0's /proc/net/igmp membership after it; with each engine that joins
+# at IP level, an attach that joins too. The broken build makes rsverbs'
+# send-only joins full ones: exit 1, that step named.
+G=239.77.5.9
+ip -4 maddr show dev dummy0 > $W/igmp.before
+for engine in default RSVERBS_MCAST_IPJOIN=1 RSVERBS_MCAST_FABRICJOIN=roce; do
+	e=(); [ $engine = default ] || e=("$engine")
+	start=$SECONDS
+	env "${e[@]}" "$T" selftest rxe1 --join $G > $W/join.$engine.out 2> $W/join.$engine.err
+	rc=$?
+	echo "selftest rxe1 --join $G ($engine): $((SECONDS - start)) s"
+	o=$W/join.$engine.out
+	check "selftest rxe1 --join $G ($engine): exit 0 (got $rc; $(tail -1 $o))" [ "$rc" = 0 ]
+	check "selftest --join ($engine): librdmacm's answers and IGMP state at all 9 steps, rsverbs' the same" \
+		test "$(grep -c "^    --join $G: [a-z].*: ret=-\?[0-9]* errno=[0-9A-Z ]* member=[01]\$" $o)" -ge 9
+	check "selftest --join ($engine): a send-only member is no IGMP member; beside a full one, its leave keeps the group" \
+		sh -c 'grep -qx "    --join $2: join send-only: ret=0 errno=0 member=0" "$1" &&
+			grep -qx "    --join $2: join full beside it: ret=0 errno=0 member=1" "$1" &&
+			grep -qx "    --join $2: leave send-only (the full member stays): ret=0 errno=0 member=1" "$1" &&
+			grep -qx "    --join $2: leave of what is not joined: ret=-1 errno=99 EADDRNOTAVAIL member=0" "$1"' _ $o $G
+	if [ $engine = default ]; then
+		check "selftest --join (no engine): the join-bearing attach said not compared" grep -q "the join-bearing attach not compared: rsverbs' attach joins at IP level only with" $o
+	else
+		check "selftest --join ($engine): an attach that joins, as librdmacm's join and libibverbs' attach, member then not" \
+			grep -qx "    --join $G: an attach that joins, then its detach (rdma_join_multicast_ex and ibv_attach_mcast): ret=0 errno=0 member=1, then ret=0 errno=0 member=0" $o
+	fi
+	check "selftest --join ($engine): its fds as before the run" grep -q "^fds          as before the run" $o
+done
+if [ -x "$BROKEN" ]; then
+	"$BROKEN" selftest rxe1 --join $G > $W/join.broken.out 2> $W/join.broken.err
+	rc=$?
+	check "selftest --join, rsverbs' send-only joins made full on purpose: exit 1 (got $rc), the step named" \
+		sh -c '[ "$1" = 1 ] && grep -A2 "^    DIFFERENT --join $3: join send-only\$" "$2" | grep -q "^      rsverbs: .* bytes\[0\.\.1\]=01\$"' _ $rc $W/join.broken.out $G
+fi
+check "selftest --join: dummy0's IPv4 memberships as before (ip -4 maddr)" cmp -s $W/igmp.before <(ip -4 maddr show dev dummy0)
+"$T" selftest --join 10.1.1.1 > /dev/null 2> $W/join.usage.err
+rc=$?
+check "selftest --join 10.1.1.1 (not multicast): bad usage, exit 2 (got $rc)" \
+	sh -c '[ "$1" = 2 ] && grep -q "not a multicast address" "$2"' _ $rc $W/join.usage.err
 
 # ---- 2. rsverbs preloaded ------------------------------------------------------
 LD_PRELOAD=$RSVERBS_LIB "$T" selftest rxe0 > $W/preload.out 2> $W/preload.err
@@ -116,6 +180,28 @@ else
 		sh -c '[ "$1" = 2 ] && grep -q "interrupted: not every case ran" "$2" && grep -q "every object made was released" "$3"' _ $rc $W/int.out $W/int.err
 	check "selftest after SIGINT: the device's QPs as before" [ "$(qps)" = "$QPS_BEFORE" ]
 fi
+# A file descriptor left open during the run: a preload whose ibv_create_cq
+# opens /dev/null and keeps it.
+cat > $W/fdleak.c <<'EOC'
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+void *ibv_create_cq(void *ctx, int cqe, void *cq_context, void *channel, int vector)
+{
+	void *(*real)(void *, int, void *, void *, int) = (void *(*)(void *, int, void *, void *, int))dlsym(RTLD_NEXT, "ibv_create_cq");
+	open("/dev/null", O_RDONLY | O_CLOEXEC);
+	return real(ctx, cqe, cq_context, channel, vector);
+}
+EOC
+if ! cc -shared -fPIC -o $W/fdleak.so $W/fdleak.c -ldl 2> $W/fdleak.cc.err; then
+	fail "selftest fd check: the preload compiles ($(head -1 $W/fdleak.cc.err))"
+else
+	LD_PRELOAD=$W/fdleak.so "$T" selftest rxe0 > $W/fdleak.out 2> $W/fdleak.err
+	rc=$?
+	check "selftest, an fd left open during the run: exit 1 (got $rc), the fd named, every case identical" \
+		sh -c '[ "$1" = 1 ] && grep -Eq "^  left open  [0-9]+ -> /dev/null$" "$2" &&
+			grep -q "^result: [0-9]* cases, [0-9]* identical, 0 different: the run.s file descriptors are not as before it" "$2"' _ $rc $W/fdleak.out
+fi
 ip maddr show > $W/maddr.after 2>&1
 # IP-level memberships (ip maddr's inet and inet6 lines: /proc/net/igmp and
 # igmp6) as before. The link-level ones are no witness on 6.1: rxe's detach
@@ -135,9 +221,9 @@ if unshare -m true 2>/dev/null; then
 else
 	echo "skip selftest no-device: unshare -m is not available in this userland"
 fi
-"$T" selftest --limits > $W/usage.out 2> $W/usage.err
+"$T" selftest --limit > $W/usage.out 2> $W/usage.err
 rc=$?
-check "selftest --limits (not in this release): bad usage, exit 2 (got $rc)" [ "$rc" = 2 ]
+check "selftest --limit (no such option): bad usage, exit 2 (got $rc)" [ "$rc" = 2 ]
 "$T" selftest nosuch0 > $W/unknown.out 2> $W/unknown.err
 rc=$?
 check "selftest nosuch0: exit 2 (got $rc)" [ "$rc" = 2 ]

@@ -1,7 +1,7 @@
 //! The command line (rsverbs(1), docs/tool.md):
 //! `rsverbs gids [DEV[:PORT]] [-d DEV] [-p N]`,
 //! `rsverbs doctor GROUP [-d DEV] [-p N] [--json]`,
-//! `rsverbs selftest [DEV[:PORT]] [-d DEV] [-p N] [--json] [--report FILE]`,
+//! `rsverbs selftest [DEV[:PORT]] [-d DEV] [-p N] [--json] [--limits] [--join GROUP] [--report FILE]`,
 //! `rsverbs help [COMMAND]`, `rsverbs COMMAND --help`, `--help`, `--version`.
 //!
 //! Both commands take the device and the port the same way, in each of the
@@ -24,7 +24,7 @@ pub enum Command {
     Version,
     Gids { dev: Option<String>, port: Option<u8> },
     Doctor { group: String, dev: Option<String>, port: Option<u8>, json: bool },
-    Selftest { dev: Option<String>, port: Option<u8>, json: bool, report: Option<String> },
+    Selftest { dev: Option<String>, port: Option<u8>, json: bool, report: Option<String>, limits: bool, join: Option<core::net::Ipv4Addr> },
 }
 
 /// Bad usage (exit 2): what is wrong, and the command whose usage line the
@@ -44,7 +44,7 @@ rsverbs: the GID tables of RDMA ports, and whether this host can receive a multi
 
 usage: rsverbs gids [DEV[:PORT]] [-d DEV] [-p N]
        rsverbs doctor GROUP [-d DEV] [-p N] [--json]
-       rsverbs selftest [DEV[:PORT]] [-d DEV] [-p N] [--json] [--report FILE]
+       rsverbs selftest [DEV[:PORT]] [-d DEV] [-p N] [--json] [--limits] [--join GROUP] [--report FILE]
        rsverbs help [COMMAND] | --help | --version
 
 commands:
@@ -104,10 +104,10 @@ checked port is.
 Exit status: 0 ready; 1 not ready, no RDMA device, or an unknown device or
 port; 2 bad usage (GROUP not multicast among them). See rsverbs(1).";
 
-pub const SELFTEST_USAGE: &str = "usage: rsverbs selftest [DEV[:PORT]] [-d DEV] [-p N] [--json] [--report FILE]";
+pub const SELFTEST_USAGE: &str = "usage: rsverbs selftest [DEV[:PORT]] [-d DEV] [-p N] [--json] [--limits] [--join GROUP] [--report FILE]";
 
 pub const SELFTEST_HELP: &str = "\
-usage: rsverbs selftest [DEV[:PORT]] [-d DEV] [-p N] [--json] [--report FILE]
+usage: rsverbs selftest [DEV[:PORT]] [-d DEV] [-p N] [--json] [--limits] [--join GROUP] [--report FILE]
 
 Compares, on every port of every RDMA device (or of DEV, or of its port N),
 the answers of the installed rdma-core (libibverbs' own ibv_query_gid,
@@ -125,10 +125,19 @@ with both answers (docs/selftest.md says where to send it).
   -d, --dev DEV    only device DEV (--dev=DEV, -dDEV too)
   -p, --port N     only port N (--port=N, -pN, -i N too)
       --json       print one JSON object instead of text
+      --limits     also attach up to each device's limits, max_mcast_grp groups
+                   on one QP and max_mcast_qp_attach QPs to one group, until
+                   refused (seconds to minutes: thousands of attaches)
+      --join GROUP also join and leave GROUP (an IPv4 multicast address) on
+                   the fabric, full and send-only, through rsverbs and through
+                   librdmacm (rdma_join_multicast_ex), and compare; with
+                   RSVERBS_MCAST_IPJOIN=1 an attach that joins too. Only with
+                   this option does it touch the fabric.
       --report FILE  also write the report (text, or JSON with --json) to FILE
   -h, --help       this help
 
-Exit status: 0 every answer identical; 1 a difference; 2 bad usage, no RDMA
+After the run the process's file descriptors must be as before it (a report
+line). Exit status: 0 every answer identical; 1 a difference; 2 bad usage, no RDMA
 device, an unknown device or port, or an interrupted run. See rsverbs(1).";
 
 /// The top-level usage line, the hint after a usage error that names no command.
@@ -203,6 +212,8 @@ enum Valued {
     Port,
     /// selftest's `--report FILE`.
     Report,
+    /// selftest's `--join GROUP`.
+    Join,
 }
 
 /// One argument of a command, after its value (if any) is taken.
@@ -238,6 +249,8 @@ fn split(t: Topic, rest: &[String]) -> Result<Vec<Arg>, Usage> {
             "--port" | "-p" | "-i" => (Valued::Port, None),
             "--report" if t == Topic::Selftest => (Valued::Report, None),
             _ if t == Topic::Selftest && a.starts_with("--report=") => (Valued::Report, Some(&a[9..])),
+            "--join" if t == Topic::Selftest => (Valued::Join, None),
+            _ if t == Topic::Selftest && a.starts_with("--join=") => (Valued::Join, Some(&a[7..])),
             _ if a.starts_with("--dev=") => (Valued::Dev, Some(&a[6..])),
             _ if a.starts_with("--port=") => (Valued::Port, Some(&a[7..])),
             _ if a.starts_with("-d") => (Valued::Dev, Some(&a[2..])),
@@ -260,6 +273,7 @@ fn split(t: Topic, rest: &[String]) -> Result<Vec<Arg>, Usage> {
             Valued::Dev => "--dev needs a device name",
             Valued::Port => "--port needs a number",
             Valued::Report => "--report needs a file name",
+            Valued::Join => "--join needs a group",
         };
         let v = match inline {
             Some(v) => v.to_string(),
@@ -285,7 +299,8 @@ fn gids(rest: &[String]) -> Result<Command, Usage> {
             Arg::Help => {}
             Arg::Opt(Valued::Dev, v) => dev = Some(v),
             Arg::Opt(Valued::Port, v) => port_n = Some(port(&v).map_err(|e| usage(t, format!("gids: {e}")))?),
-            Arg::Opt(Valued::Report, _) => return Err(usage(t, "gids: unknown option '--report'")),
+            // (--join is split as selftest's only, like --report.)
+            Arg::Opt(Valued::Report | Valued::Join, _) => return Err(usage(t, "gids: unknown option '--report'")),
             Arg::Flag(f) => return Err(usage(t, format!("gids: unknown option '{f}'"))),
             Arg::Positional(p) if positional.is_none() => positional = Some(p),
             Arg::Positional(_) => return Err(usage(t, "gids: at most one DEV[:PORT]")),
@@ -320,21 +335,37 @@ fn selftest(rest: &[String]) -> Result<Command, Usage> {
     if args.iter().any(|a| matches!(a, Arg::Help)) {
         return Ok(Command::Help(t));
     }
-    let (mut dev, mut port_n, mut positional, mut json, mut report) = (None, None, None, false, None);
+    let (mut dev, mut port_n, mut positional, mut json, mut report, mut limits, mut join) = (None, None, None, false, None, false, None);
     for a in args {
         match a {
             Arg::Help => {}
             Arg::Opt(Valued::Dev, v) => dev = Some(v),
             Arg::Opt(Valued::Port, v) => port_n = Some(port(&v).map_err(|e| usage(t, format!("selftest: {e}")))?),
             Arg::Opt(Valued::Report, v) => report = Some(v),
+            Arg::Opt(Valued::Join, v) => join = Some(join_group(&v).map_err(|e| usage(t, format!("selftest: --join {e}")))?),
             Arg::Flag(f) if f == "--json" => json = true,
+            Arg::Flag(f) if f == "--limits" => limits = true,
             Arg::Flag(f) => return Err(usage(t, format!("selftest: unknown option '{f}'"))),
             Arg::Positional(p) if positional.is_none() => positional = Some(p),
             Arg::Positional(_) => return Err(usage(t, "selftest: at most one DEV[:PORT]")),
         }
     }
     let (dev, port_n) = dev_port("selftest", t, positional, dev, port_n)?;
-    Ok(Command::Selftest { dev, port: port_n, json, report })
+    Ok(Command::Selftest { dev, port: port_n, json, report, limits, join })
+}
+
+/// `--join GROUP`: an IPv4 multicast address outside 224.0.0.0/24, the
+/// local network control block (rdma_cm joins IPv4 groups only on RoCE v2:
+/// docs/ipjoin.md; 224.0.0.0/24 is never reported, RFC 5771).
+fn join_group(s: &str) -> Result<core::net::Ipv4Addr, String> {
+    let a: core::net::Ipv4Addr = s.parse().map_err(|_| format!("{s}: not an IPv4 address"))?;
+    if !a.is_multicast() {
+        return Err(format!("{s}: not a multicast address (224.0.0.0/4)"));
+    }
+    if a.octets()[..3] == [224, 0, 0] {
+        return Err(format!("{s}: 224.0.0.0/24 is the local network control block"));
+    }
+    Ok(a)
 }
 
 fn doctor(rest: &[String]) -> Result<Command, Usage> {
@@ -349,7 +380,8 @@ fn doctor(rest: &[String]) -> Result<Command, Usage> {
             Arg::Help => {}
             Arg::Opt(Valued::Dev, v) => dev = Some(v),
             Arg::Opt(Valued::Port, v) => port_n = Some(port(&v).map_err(|e| usage(t, format!("doctor: {e}")))?),
-            Arg::Opt(Valued::Report, _) => return Err(usage(t, "doctor: unknown option '--report'")),
+            // (--join is split as selftest's only, like --report.)
+            Arg::Opt(Valued::Report | Valued::Join, _) => return Err(usage(t, "doctor: unknown option '--report'")),
             Arg::Flag(f) if f == "--json" => json = true,
             Arg::Flag(f) => return Err(usage(t, format!("doctor: unknown option '{f}'"))),
             Arg::Positional(g) if group.is_none() => group = Some(g),
@@ -501,19 +533,26 @@ mod tests {
 
     #[test]
     fn selftest_takes_dev_port_json_and_report_in_every_form() {
-        let st = |dev: Option<&str>, port: Option<u8>, json: bool, report: Option<&str>| Ok(Command::Selftest { dev: dev.map(String::from), port, json, report: report.map(String::from) });
+        let st = |dev: Option<&str>, port: Option<u8>, json: bool, report: Option<&str>| Ok(Command::Selftest { dev: dev.map(String::from), port, json, report: report.map(String::from), limits: false, join: None });
         assert_eq!(p(&["selftest"]), st(None, None, false, None));
         assert_eq!(p(&["selftest", "rxe1:1", "--json"]), st(Some("rxe1"), Some(1), true, None));
         assert_eq!(p(&["selftest", "--report", "r.txt", "-drxe0"]), st(Some("rxe0"), None, false, Some("r.txt")));
         assert_eq!(p(&["selftest", "--report=r.json", "--json", "-p", "2"]), st(None, Some(2), true, Some("r.json")));
         assert_eq!(p(&["selftest", "rxe0", "-i1"]), st(Some("rxe0"), Some(1), false, None));
+        assert_eq!(p(&["selftest", "--limits", "rxe0"]), Ok(Command::Selftest { dev: Some("rxe0".into()), port: None, json: false, report: None, limits: true, join: None }));
+        assert_eq!(p(&["selftest", "--join", "239.77.5.9", "rxe1"]), Ok(Command::Selftest { dev: Some("rxe1".into()), port: None, json: false, report: None, limits: false, join: Some(core::net::Ipv4Addr::new(239, 77, 5, 9)) }));
+        assert_eq!(p(&["selftest", "--join=239.77.5.9"]), Ok(Command::Selftest { dev: None, port: None, json: false, report: None, limits: false, join: Some(core::net::Ipv4Addr::new(239, 77, 5, 9)) }));
         assert_eq!(p(&["selftest", "-h"]), Ok(Command::Help(Some(Topic::Selftest))));
         assert_eq!(p(&["help", "selftest"]), Ok(Command::Help(Some(Topic::Selftest))));
         let t = Some(Topic::Selftest);
         for (args, msg) in [
             (&["selftest", "--report"][..], "selftest: --report needs a file name"),
             (&["selftest", "--report="], "selftest: --report needs a file name"),
-            (&["selftest", "--limits"], "selftest: unknown option '--limits'"),
+            (&["selftest", "--limit"], "selftest: unknown option '--limit'"),
+            (&["selftest", "--join"], "selftest: --join needs a group"),
+            (&["selftest", "--join", "10.0.0.1"], "selftest: --join 10.0.0.1: not a multicast address (224.0.0.0/4)"),
+            (&["selftest", "--join", "ff0e::1"], "selftest: --join ff0e::1: not an IPv4 address"),
+            (&["selftest", "--join", "224.0.0.251"], "selftest: --join 224.0.0.251: 224.0.0.0/24 is the local network control block"),
             (&["selftest", "a", "b"], "selftest: at most one DEV[:PORT]"),
             (&["selftest", "rxe0", "-d", "rxe1"], "selftest: the device given twice (DEV and --dev)"),
             (&["selftest", "rxe0:1", "-p1"], "selftest: the port given twice (DEV:PORT and --port)"),
@@ -524,7 +563,7 @@ mod tests {
         // --report is selftest's only.
         assert_eq!(p(&["gids", "--report", "x"]), Err(Usage { msg: "gids: unknown option '--report'".into(), topic: Some(Topic::Gids) }));
         assert!(SELFTEST_HELP.starts_with(SELFTEST_USAGE));
-        for o in ["--dev", "--port", "--json", "--report", "--help", "Exit status", "239.255.77.0/24", "ff1e::77:0/112"] {
+        for o in ["--dev", "--port", "--json", "--limits", "--join", "--report", "--help", "Exit status", "239.255.77.0/24", "ff1e::77:0/112"] {
             assert!(SELFTEST_HELP.contains(o), "{o}");
         }
         assert_eq!(HELP.lines().filter(|l| l.starts_with("  selftest ")).count(), 1);

@@ -160,3 +160,16 @@ fn with_list<T>(f: impl FnOnce(&[*mut ibv_device]) -> T) -> T {
     unsafe { ibv_free_device_list(list) };
     out
 }
+
+/// The name of the device of `ctx`, any library's context of it (selftest
+/// --join: the device librdmacm bound an address to).
+///
+/// # Safety
+/// `ctx` is a live context.
+pub unsafe fn context_device_name(ctx: *mut ibv_context) -> String {
+    // SAFETY: the caller's; the name is NUL-terminated.
+    unsafe {
+        let n = ibv_get_device_name((*ctx).device);
+        if n.is_null() { "?".into() } else { CStr::from_ptr(n).to_string_lossy().into_owned() }
+    }
+}

@@ -20,6 +20,7 @@ mod group;
 mod json;
 mod net;
 mod report;
+mod join;
 mod selftest;
 mod table;
 
@@ -43,7 +44,7 @@ enum Plan {
     /// selftest's environment failure (no device, an unknown one): one
     /// line on stderr, exit 2 (its exit 1 means a difference).
     Env(String),
-    Selftest { devs: Vec<String>, port: Option<u8>, json: bool, report: Option<String> },
+    Selftest { devs: Vec<String>, port: Option<u8>, json: bool, report: Option<String>, limits: bool, join: Option<core::net::Ipv4Addr> },
 }
 
 /// The devices to look at, of those libibverbs lists (`names`): DEV only,
@@ -81,9 +82,9 @@ fn plan(args: Result<Vec<String>, String>, names: impl FnOnce() -> Vec<String>) 
                 Ok(devs) => Plan::Doctor { devs, port, group: g, given: group, json },
             },
         },
-        Ok(Command::Selftest { dev, port, json, report }) => match choose(names(), dev.as_deref()) {
+        Ok(Command::Selftest { dev, port, json, report, limits, join }) => match choose(names(), dev.as_deref()) {
             Err(e) => Plan::Env(e),
-            Ok(devs) => Plan::Selftest { devs, port, json, report },
+            Ok(devs) => Plan::Selftest { devs, port, json, report, limits, join },
         },
     }
 }
@@ -149,7 +150,7 @@ fn main() {
             fail(&e);
             report::EXIT_ENV
         }
-        Plan::Selftest { devs, port, json, report } => {
+        Plan::Selftest { devs, port, json, report, limits, join } => {
             let (devs, failed) = open(&devs);
             match check_port(&devs, port) {
                 _ if devs.is_empty() => report::EXIT_ENV,
@@ -157,7 +158,7 @@ fn main() {
                     fail(&e);
                     report::EXIT_ENV
                 }
-                Ok(()) => selftest::run(&devs, port, json, report.as_deref(), !failed),
+                Ok(()) => selftest::run(&devs, &selftest::Options { port, json, report: report.as_deref(), limits, join }, !failed),
             }
         }
         Plan::Doctor { devs, port, group, given, json } => {
@@ -194,10 +195,10 @@ mod tests {
             assert_eq!(run(args, &[]), Plan::Env(NO_DEVICES.into()), "{args:?}");
         }
         assert_eq!(run(&["selftest", "-dnosuch0"], &["rxe0"]), Plan::Env("unknown device 'nosuch0' (devices: rxe0)".into()));
-        assert_eq!(run(&["selftest", "rxe0:1", "--report=r"], &["rxe0", "rxe1"]), Plan::Selftest { devs: vec!["rxe0".into()], port: Some(1), json: false, report: Some("r".into()) });
-        assert_eq!(run(&["selftest", "--json"], &["rxe0", "rxe1"]), Plan::Selftest { devs: vec!["rxe0".into(), "rxe1".into()], port: None, json: true, report: None });
+        assert_eq!(run(&["selftest", "rxe0:1", "--report=r"], &["rxe0", "rxe1"]), Plan::Selftest { devs: vec!["rxe0".into()], port: Some(1), json: false, report: Some("r".into()), limits: false, join: None });
+        assert_eq!(run(&["selftest", "--json"], &["rxe0", "rxe1"]), Plan::Selftest { devs: vec!["rxe0".into(), "rxe1".into()], port: None, json: true, report: None, limits: false, join: None });
         // Bad usage is exit 2 too, and never lists the devices.
-        let p = plan(Ok(vec!["selftest".into(), "--limits".into()]), || -> Vec<String> { panic!("devices listed") });
+        let p = plan(Ok(vec!["selftest".into(), "--limit".into()]), || -> Vec<String> { panic!("devices listed") });
         assert!(matches!(p, Plan::Usage(_)), "{p:?}");
     }
 

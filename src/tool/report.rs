@@ -41,6 +41,10 @@ pub struct Section {
     /// Cases not run, with the reason (no permission to create a QP...).
     pub skipped: Vec<String>,
     pub millis: u128,
+    /// The heading, when not a port's or the table's (selftest --limits).
+    pub title: Option<String>,
+    /// What the cases found, beside identical or not (the limits reached).
+    pub notes: Vec<String>,
 }
 
 impl Section {
@@ -49,6 +53,9 @@ impl Section {
     }
 
     fn title(&self) -> String {
+        if let Some(t) = &self.title {
+            return t.clone();
+        }
         match self.port {
             Some(p) => format!("port {p} ({})", self.link_layer),
             None => "all ports (_ibv_query_gid_table)".to_string(),
@@ -71,6 +78,39 @@ pub struct Report {
     pub devices: Vec<DeviceReport>,
     /// SIGINT or SIGTERM arrived: the cases after it were not run.
     pub interrupted: bool,
+    /// The process's file descriptors after the run against before it;
+    /// None when /proc/self/fd could not be read.
+    pub fds: Option<Fds>,
+}
+
+/// What the run did to the process's file descriptors (`/proc/self/fd`,
+/// each as "NUMBER -> TARGET"): every one it opened must be closed again,
+/// and none it did not open closed (a library closing its caller's fd, the
+/// device's own, is as wrong as one leaking its own).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Fds {
+    /// Open before the run.
+    pub before: usize,
+    /// Open after it and not before.
+    pub left_open: Vec<String>,
+    /// Open before it and not after.
+    pub closed: Vec<String>,
+}
+
+impl Fds {
+    /// Compares two listings of (fd, target).
+    pub fn compare(before: &[(i32, String)], after: &[(i32, String)]) -> Fds {
+        let show = |(fd, t): &(i32, String)| format!("{fd} -> {t}");
+        Fds {
+            before: before.len(),
+            left_open: after.iter().filter(|f| !before.contains(f)).map(show).collect(),
+            closed: before.iter().filter(|f| !after.contains(f)).map(show).collect(),
+        }
+    }
+
+    pub fn as_before(&self) -> bool {
+        self.left_open.is_empty() && self.closed.is_empty()
+    }
 }
 
 /// Exit status: 0 every case identical, 1 a difference, 2 usage or
@@ -93,7 +133,7 @@ impl Report {
 
     pub fn exit_code(&self) -> i32 {
         let (run, _, diff) = self.totals();
-        if diff > 0 {
+        if diff > 0 || self.fds.as_ref().is_some_and(|f| !f.as_before()) {
             EXIT_DIFFERENT
         } else if self.interrupted || run == 0 {
             EXIT_ENV
@@ -126,14 +166,31 @@ impl Report {
                 for c in s.cases.iter().filter(|c| !c.identical()) {
                     out.push_str(&difference_text(c));
                 }
+                for k in &s.notes {
+                    out.push_str(&format!("    {k}\n"));
+                }
                 for k in &s.skipped {
                     out.push_str(&format!("    skipped: {k}\n"));
                 }
             }
         }
+        match &self.fds {
+            Some(f) if f.as_before() => out.push_str(&format!("\nfds          as before the run ({} open)\n", f.before)),
+            Some(f) => {
+                out.push_str(&format!("\nfds          NOT as before the run ({} open before)\n", f.before));
+                for x in &f.left_open {
+                    out.push_str(&format!("  left open  {x}\n"));
+                }
+                for x in &f.closed {
+                    out.push_str(&format!("  closed     {x}\n"));
+                }
+            }
+            None => out.push_str("\nfds          not checked: /proc/self/fd is not readable\n"),
+        }
         let (run, same, diff) = self.totals();
         let verdict = match self.exit_code() {
             EXIT_SAME => "every answer is rdma-core's",
+            EXIT_DIFFERENT if diff == 0 => "the run's file descriptors are not as before it: please send this report (docs/selftest.md)",
             EXIT_DIFFERENT => "DIFFERENT from rdma-core: please send this report (docs/selftest.md)",
             _ if self.interrupted => "interrupted: not every case ran",
             _ => "no case ran",
@@ -163,6 +220,13 @@ impl Report {
             ("identical", Json::Num(same as i64)),
             ("different", Json::Num(diff as i64)),
             ("interrupted", Json::Bool(self.interrupted)),
+            (
+                "fds",
+                self.fds.as_ref().map_or(Json::Null, |f| {
+                    let list = |v: &[String]| Json::Arr(v.iter().map(|x| Json::str(x.clone())).collect());
+                    Json::Obj(vec![("before", Json::Num(f.before as i64)), ("left_open", list(&f.left_open)), ("closed", list(&f.closed))])
+                }),
+            ),
             ("exit", Json::Num(i64::from(self.exit_code()))),
         ])
     }
@@ -176,6 +240,7 @@ fn section_json(s: &Section) -> Json {
         .map(|c| Json::Obj(vec![("case", Json::str(c.name.clone())), ("rdma_core", answers_json(&c.rdma_core)), ("rsverbs", answers_json(&c.rsverbs))]))
         .collect();
     Json::Obj(vec![
+        ("title", Json::str(s.title())),
         ("port", s.port.map_or(Json::Null, |p| Json::Num(i64::from(p)))),
         ("link_layer", Json::str(s.link_layer.clone())),
         ("run", Json::Num(s.cases.len() as i64)),
@@ -183,6 +248,7 @@ fn section_json(s: &Section) -> Json {
         ("different", Json::Num(s.different() as i64)),
         ("millis", Json::Num(i64::try_from(s.millis).unwrap_or(i64::MAX))),
         ("differences", Json::Arr(diffs)),
+        ("notes", Json::Arr(s.notes.iter().map(|k| Json::str(k.clone())).collect())),
         ("skipped", Json::Arr(s.skipped.iter().map(|k| Json::str(k.clone())).collect())),
     ])
 }
@@ -196,7 +262,7 @@ pub fn hex(b: &[u8]) -> String {
 }
 
 /// The errno as a number and its name where it has one ("22 EINVAL").
-fn errno_text(e: i32) -> String {
+pub fn errno_text(e: i32) -> String {
     match errno_name(e) {
         Some(n) => format!("{e} {n}"),
         None => e.to_string(),
@@ -223,6 +289,9 @@ fn errno_name(e: i32) -> Option<&'static str> {
         libc::ENODATA => "ENODATA",
         libc::EPROTONOSUPPORT => "EPROTONOSUPPORT",
         libc::EOPNOTSUPP => "EOPNOTSUPP",
+        libc::EADDRNOTAVAIL => "EADDRNOTAVAIL",
+        libc::ENETRESET => "ENETRESET",
+        libc::ETIMEDOUT => "ETIMEDOUT",
         crate::selftest::SENTINEL => "(untouched)",
         _ => return None,
     })
@@ -275,11 +344,12 @@ mod tests {
     }
 
     fn report(cases: Vec<Case>) -> Report {
-        let s = Section { port: Some(1), link_layer: "Ethernet".into(), cases, skipped: vec![], millis: 1234 };
+        let s = Section { port: Some(1), link_layer: "Ethernet".into(), cases, skipped: vec![], millis: 1234, title: None, notes: vec![] };
         Report {
             host: vec![("kernel", "6.1.0".into()), ("rsverbs", "0.1.0".into())],
             devices: vec![DeviceReport { name: "rxe0".into(), facts: vec![("fw_ver", "0.0.0".into())], sections: vec![s] }],
             interrupted: false,
+            fds: Some(Fds { before: 5, ..Default::default() }),
         }
     }
 
@@ -330,7 +400,7 @@ mod tests {
         let mut j = String::new();
         r.json().write(&mut j);
         assert!(j.contains(r#""case":"ibv_query_gid port 0","rdma_core":[{"ret":-1,"errno":22,"bytes":""}],"rsverbs":[{"ret":-1,"errno":1,"bytes":""}]"#), "{j}");
-        assert!(j.contains(r#""run":3,"identical":1,"different":2,"interrupted":false,"exit":1}"#), "{j}");
+        assert!(j.contains(r#""run":3,"identical":1,"different":2,"interrupted":false,"fds":{"before":5,"left_open":[],"closed":[]},"exit":1}"#), "{j}");
     }
 
     #[test]
@@ -353,5 +423,23 @@ mod tests {
         let mut j = String::new();
         r.json().write(&mut j);
         assert!(j.contains(r#""skipped":["attach and detach: ibv_create_qp: Permission denied"]"#), "{j}");
+    }
+
+    #[test]
+    fn an_fd_left_open_or_closed_by_the_run_is_exit_1_and_named() {
+        let a = ans(0, 0x5a5a, &[]);
+        let mut r = report(vec![case("a", vec![a.clone()], vec![a.clone()])]);
+        assert!(r.text().contains("\nfds          as before the run (5 open)\n"), "{}", r.text());
+        let before = [(0, "/dev/null".to_string()), (3, "/dev/infiniband/uverbs0".to_string())];
+        let after = [(0, "/dev/null".to_string()), (4, "socket:[77]".to_string())];
+        r.fds = Some(Fds::compare(&before, &after));
+        assert_eq!(r.exit_code(), 1);
+        let t = r.text();
+        assert!(t.contains("fds          NOT as before the run (2 open before)\n  left open  4 -> socket:[77]\n  closed     3 -> /dev/infiniband/uverbs0\n"), "{t}");
+        assert!(t.contains("result: 1 cases, 1 identical, 0 different: the run's file descriptors are not as before it"), "{t}");
+        let mut j = String::new();
+        r.json().write(&mut j);
+        assert!(j.contains(r#""fds":{"before":2,"left_open":["4 -> socket:[77]"],"closed":["3 -> /dev/infiniband/uverbs0"]},"exit":1}"#), "{j}");
+        assert!(Fds::compare(&before, &before).as_before());
     }
 }

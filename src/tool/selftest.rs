@@ -18,10 +18,12 @@
 //! the teardown is the normal one.
 
 use crate::ffi::{Device, LINK_LAYER_ETHERNET};
-use crate::report::{Answer, Case, DeviceReport, EXIT_ENV, Report, Section};
+use crate::report::{Answer, Case, DeviceReport, EXIT_ENV, Fds, Report, Section};
 use core::ffi::{CStr, c_char, c_int, c_void};
 use rsverbs::abi::{ibv_context, ibv_gid, ibv_gid_entry, ibv_qp};
 use rsverbs::error::{errno, set_errno};
+use crate::join;
+use core::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -33,7 +35,7 @@ pub const PATTERN: u8 = 0xa5;
 type QueryGid = unsafe extern "C" fn(*mut ibv_context, u8, c_int, *mut ibv_gid) -> c_int;
 type QueryGidEx = unsafe extern "C" fn(*mut ibv_context, u32, u32, *mut ibv_gid_entry, u32, usize) -> c_int;
 type QueryGidTable = unsafe extern "C" fn(*mut ibv_context, *mut ibv_gid_entry, usize, u32, usize) -> isize;
-type Mcast = unsafe extern "C" fn(*mut ibv_qp, *const ibv_gid, u16) -> c_int;
+pub type Mcast = unsafe extern "C" fn(*mut ibv_qp, *const ibv_gid, u16) -> c_int;
 
 /// One library's five verbs. `_ibv_query_gid_ex` and `_ibv_query_gid_table`
 /// are IBVERBS_1.11 (rdma-core 31): None before it, on both sides.
@@ -334,6 +336,8 @@ struct Objects {
     /// An RC QP, where the provider makes one: attach must refuse it.
     rc: Option<*mut ibv_qp>,
     attached: Vec<(*mut ibv_qp, [u8; 16], u16)>,
+    /// The QPs of the QPs-per-group limit (--limits).
+    more: Vec<*mut ibv_qp>,
     detach: Mcast,
     /// The provider made no UD QP (siw: iWARP has none): why, and the
     /// cases run on the RC QP instead (a provider without a multicast op
@@ -353,7 +357,7 @@ fn refusal(what: &str, err: std::io::Error) -> String {
 
 impl Objects {
     fn new(ctx: *mut ibv_context, detach: Mcast) -> Result<Objects, String> {
-        let mut o = Objects { pd: core::ptr::null_mut(), cq: core::ptr::null_mut(), ud: core::ptr::null_mut(), rc: None, attached: Vec::new(), detach, no_ud: None };
+        let mut o = Objects { pd: core::ptr::null_mut(), cq: core::ptr::null_mut(), ud: core::ptr::null_mut(), rc: None, attached: Vec::new(), more: Vec::new(), detach, no_ud: None };
         // SAFETY: ctx is open.
         o.pd = unsafe { ibv_alloc_pd(ctx) };
         if o.pd.is_null() {
@@ -401,7 +405,7 @@ impl Drop for Objects {
         self.release();
         // SAFETY: each object is ours, live, destroyed once, QPs before the CQ and PD.
         unsafe {
-            for qp in [Some(self.ud), self.rc].into_iter().flatten().filter(|q| !q.is_null()) {
+            for qp in [Some(self.ud), self.rc].into_iter().flatten().chain(self.more.iter().copied()).filter(|q| !q.is_null()) {
                 ibv_destroy_qp(qp);
             }
             if !self.cq.is_null() {
@@ -531,6 +535,118 @@ fn mcast_cases(pair: &Pair, o: &mut Objects, ib: bool, next: &mut u8, out: &mut 
     }
 }
 
+// ---- the device's limits (--limits) ----------------------------------------------
+
+/// At most this many groups on one QP: the whole of ff1e::77:0/112 (a
+/// device whose max_mcast_grp is larger is not driven to its refusal).
+const MAX_LIMIT_GROUPS: usize = 0xffff;
+/// At most this many QPs made for the QPs-per-group limit.
+const MAX_LIMIT_QPS: usize = 1024;
+
+/// ff1e::77:N with a 16-bit N (the limits' groups).
+fn v6_group_wide(n: u16) -> [u8; 16] {
+    let mut g = v6_group(0);
+    g[14..].copy_from_slice(&n.to_be_bytes());
+    g
+}
+
+/// A progress line on stderr, when it is a terminal, every 1,024 attaches.
+fn progress(what: &str, n: usize) {
+    // SAFETY: isatty has no preconditions.
+    if n.is_multiple_of(1024) && unsafe { libc::isatty(2) } == 1 {
+        eprint!("\rrsverbs: selftest --limits: {what}: {n} attached ");
+    }
+}
+
+/// Attaches `(qp, group)` for each of `targets` in turn until one is
+/// refused, then detaches what was attached, as ctest/vm/conform.c's limit
+/// cases do. Its answers, as steps: 1 the number attached before the refusal
+/// (ret; errno the sentinel), 2 the refusal (ret 0 and the sentinel when
+/// none came within `targets`), 3 the number detached again (errno that of
+/// the last detach refused, else the sentinel).
+fn until_refused(v: &Verbs, o: &mut Objects, targets: &[(*mut ibv_qp, [u8; 16])], lid: u16, what: &str) -> Vec<Answer> {
+    let mut ok = 0usize;
+    let mut refusal = Answer { ret: 0, errno: SENTINEL, bytes: Vec::new() };
+    for &(qp, raw) in targets {
+        if stopped() {
+            break;
+        }
+        let g = ibv_gid { raw };
+        // SAFETY: a live QP of ours and a 16-byte GID.
+        let a = call(&mut [], |_| i64::from(unsafe { (v.attach)(qp, &g, lid) }));
+        if a.ret != 0 {
+            refusal = a;
+            break;
+        }
+        o.attached.push((qp, raw, lid));
+        ok += 1;
+        progress(what, ok);
+    }
+    let (mut detached, mut last_err) = (0i64, SENTINEL);
+    for (qp, raw, lid) in core::mem::take(&mut o.attached) {
+        let g = ibv_gid { raw };
+        // SAFETY: as above.
+        let a = call(&mut [], |_| i64::from(unsafe { (v.detach)(qp, &g, lid) }));
+        if a.ret == 0 {
+            detached += 1;
+        } else {
+            last_err = a.errno;
+        }
+    }
+    // SAFETY: isatty has no preconditions.
+    if ok >= 1024 && unsafe { libc::isatty(2) } == 1 {
+        eprint!("\r\x1b[K");
+    }
+    vec![Answer { ret: ok as i64, errno: SENTINEL, bytes: Vec::new() }, refusal, Answer { ret: detached, errno: last_err, bytes: Vec::new() }]
+}
+
+/// What both libraries found at a limit, when they agree (a difference
+/// is reported with both answers instead).
+fn reached(what: &str, c: &Case) -> Option<String> {
+    let [ok, refusal, detached] = c.rdma_core.as_slice() else { return None };
+    let then = if refusal.ret == 0 { "no refusal".to_string() } else { format!("refused: ret={} errno={}", refusal.ret, crate::report::errno_text(refusal.errno)) };
+    c.identical().then(|| format!("{what}: {} attached, then {then}; {} detached again", ok.ret, detached.ret))
+}
+
+/// The device's multicast limits, each through rdma-core and then rsverbs
+/// on the same objects (everything detached between them): groups on one
+/// QP up to `max_mcast_grp` + 1, then QPs on one group up to
+/// `max_mcast_qp_attach` + 1.
+fn limit_cases(pair: &Pair, o: &mut Objects, limits: &crate::ffi::DeviceLimits, lid: u16, s: &mut Section) {
+    let grp = usize::try_from(limits.max_mcast_grp).unwrap_or(0);
+    let n = (grp + 1).min(MAX_LIMIT_GROUPS);
+    let targets: Vec<_> = (1..=n as u16).map(|i| (o.ud, v6_group_wide(i))).collect();
+    let name = format!("groups on one QP until refused (max_mcast_grp {grp}, {n} tried)");
+    let case = pair.case(name, |v| until_refused(v, o, &targets, lid, "groups on one QP"));
+    s.notes.extend(reached("groups on one QP", &case));
+    s.cases.push(case);
+    if n <= grp {
+        s.skipped.push(format!("max_mcast_grp {grp}: only {n} groups tried (ff1e::77:0/112), its refusal not reached"));
+    }
+    if stopped() {
+        return;
+    }
+    let per = usize::try_from(limits.max_mcast_qp_attach).unwrap_or(0);
+    let want = (per + 1).min(MAX_LIMIT_QPS);
+    while o.more.len() + 1 < want {
+        let qp = o.qp(if o.no_ud.is_some() { QPT_RC } else { QPT_UD });
+        if qp.is_null() {
+            s.skipped.push(format!("QPs on one group: only {} QPs made ({})", o.more.len() + 1, std::io::Error::last_os_error()));
+            break;
+        }
+        o.more.push(qp);
+    }
+    let g = v6_group_wide(0xffff);
+    let targets: Vec<_> = core::iter::once(o.ud).chain(o.more.iter().copied()).map(|qp| (qp, g)).collect();
+    let name = format!("QPs on one group until refused (max_mcast_qp_attach {per}, {} tried)", targets.len());
+    let case = pair.case(name, |v| until_refused(v, o, &targets, lid, "QPs on one group"));
+    s.notes.extend(reached("QPs on one group", &case));
+    s.cases.push(case);
+    if targets.len() <= per {
+        s.skipped.push(format!("max_mcast_qp_attach {per}: only {} QPs tried, its refusal not reached", targets.len()));
+    }
+}
+
 // ---- the host's facts ---------------------------------------------------------
 
 fn kernel() -> String {
@@ -550,12 +666,39 @@ fn host_facts(rc: &RdmaCore) -> Vec<(&'static str, String)> {
         ("kernel", kernel()),
         ("rdma-core", release),
         ("libibverbs", rc.file.clone()),
-        ("rsverbs", format!("{} (its engine, linked into this command)", env!("CARGO_PKG_VERSION"))),
+        ("rsverbs", format!("{} commit {} (its engine, linked into this command)", env!("CARGO_PKG_VERSION"), COMMIT)),
     ];
     if let Ok(p) = std::env::var("LD_PRELOAD") {
         h.push(("LD_PRELOAD", p));
     }
     h
+}
+
+/// The source tree's commit the command was built from (build.rs: `git
+/// rev-parse`, "-dirty" for uncommitted changes), or "unknown" for a build
+/// outside a git checkout.
+const COMMIT: &str = match option_env!("RSVERBS_COMMIT") {
+    Some(c) if !c.is_empty() => c,
+    _ => "unknown",
+};
+
+/// The process's open file descriptors, each with what it is, from
+/// `/proc/self/fd` (the directory's own, open while it is read, left out);
+/// None when it cannot be read.
+fn open_fds() -> Option<Vec<(i32, String)>> {
+    let dir = std::fs::read_dir("/proc/self/fd").ok()?;
+    // SAFETY: getpid has no preconditions.
+    let own = format!("/proc/{}/fd", unsafe { libc::getpid() });
+    let mut fds: Vec<(i32, String)> = dir
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let fd = e.file_name().to_str()?.parse().ok()?;
+            let target = std::fs::read_link(e.path()).ok()?.to_string_lossy().into_owned();
+            (target != own).then_some((fd, target))
+        })
+        .collect();
+    fds.sort();
+    Some(fds)
 }
 
 fn sysfs(dev: &str, file: &str) -> Option<String> {
@@ -589,7 +732,15 @@ fn link_layer_name(ll: u8) -> &'static str {
 
 // ---- the run ------------------------------------------------------------------
 
-fn device(pair: &Pair, d: &Device, port: Option<u8>) -> DeviceReport {
+/// `--join GROUP`'s librdmacm, group, and each port's plan (found before
+/// the run: join.rs).
+struct Join<'a> {
+    cm: &'a join::RdmaCm,
+    group: Ipv4Addr,
+    plans: Vec<(u8, Result<join::Plan, String>)>,
+}
+
+fn device(pair: &Pair, d: &Device, port: Option<u8>, with_limits: bool, join: Option<&Join>) -> DeviceReport {
     let mut r = DeviceReport { name: d.name.clone(), ..Default::default() };
     let Some(limits) = d.limits() else {
         r.facts.push(("error", "ibv_query_device failed".into()));
@@ -600,6 +751,9 @@ fn device(pair: &Pair, d: &Device, port: Option<u8>) -> DeviceReport {
     let mut objects: Option<Result<Objects, String>> = None;
     let mut total = 0usize;
     let mut next = 0u8;
+    // The multicast LID of the limits' attaches: 0 on RoCE, a valid one
+    // on InfiniBand (the last port run's link layer).
+    let mut limits_lid = 0u16;
     for p in 1..=nports {
         let Some(info) = d.port(p) else {
             r.sections.push(Section { port: Some(p), link_layer: "?".into(), skipped: vec!["ibv_query_port failed".into()], ..Default::default() });
@@ -611,12 +765,27 @@ fn device(pair: &Pair, d: &Device, port: Option<u8>) -> DeviceReport {
         }
         let start = Instant::now();
         let ib = info.link_layer != LINK_LAYER_ETHERNET;
+        limits_lid = if ib { 0xc000 } else { 0 };
         let mut s = Section { port: Some(p), link_layer: link_layer_name(info.link_layer).into(), ..Default::default() };
         gid_cases(pair, d.ctx, p, nports, info.gid_tbl_len, &mut s.cases);
         let o = objects.get_or_insert_with(|| Objects::new(d.ctx, pair.rdma_core.detach));
         match o {
             Ok(o) => {
                 mcast_cases(pair, o, ib, &mut next, &mut s.cases);
+                if let Some(j) = join
+                    && !stopped()
+                {
+                    match j.plans.iter().find(|(pp, _)| *pp == p).map(|(_, plan)| plan) {
+                        Some(Ok(plan)) => {
+                            let qp = o.no_ud.is_none().then_some(o.ud);
+                            let (cases, notes) = join::cases(j.cm, plan, d.ctx, p, j.group, qp, (pair.rdma_core.attach, pair.rdma_core.detach));
+                            s.cases.extend(cases);
+                            s.notes.extend(notes);
+                        }
+                        Some(Err(e)) => s.skipped.push(format!("--join {}: {e}", j.group)),
+                        None => {}
+                    }
+                }
                 if let Some(why) = &o.no_ud {
                     s.skipped.push(why.clone());
                 } else if o.rc.is_none() {
@@ -625,6 +794,16 @@ fn device(pair: &Pair, d: &Device, port: Option<u8>) -> DeviceReport {
             }
             Err(e) => s.skipped.push(e.clone()),
         }
+        s.millis = start.elapsed().as_millis();
+        r.sections.push(s);
+    }
+    if with_limits
+        && !stopped()
+        && let Some(Ok(o)) = objects.as_mut()
+    {
+        let start = Instant::now();
+        let mut s = Section { title: Some("limits (--limits)".into()), link_layer: "-".into(), ..Default::default() };
+        limit_cases(pair, o, &limits, limits_lid, &mut s);
         s.millis = start.elapsed().as_millis();
         r.sections.push(s);
     }
@@ -644,7 +823,18 @@ fn device(pair: &Pair, d: &Device, port: Option<u8>) -> DeviceReport {
 
 /// `rsverbs selftest`: returns the exit status. `opened` is false when a
 /// device chosen could not be opened (then at best exit 2).
-pub fn run(devs: &[Device], port: Option<u8>, json: bool, report_file: Option<&str>, opened: bool) -> i32 {
+/// What `rsverbs selftest` was asked for besides its devices.
+pub struct Options<'a> {
+    pub port: Option<u8>,
+    pub json: bool,
+    pub report: Option<&'a str>,
+    pub limits: bool,
+    /// `--join GROUP`: an IPv4 multicast group (cli.rs checks it).
+    pub join: Option<Ipv4Addr>,
+}
+
+pub fn run(devs: &[Device], opts: &Options, opened: bool) -> i32 {
+    let Options { port, json, report: report_file, limits, .. } = *opts;
     catch_signals();
     let rc = match RdmaCore::find() {
         Ok(rc) => rc,
@@ -655,13 +845,42 @@ pub fn run(devs: &[Device], port: Option<u8>, json: bool, report_file: Option<&s
     };
     let pair = Pair { rsverbs: rsverbs_verbs(&rc.verbs), rdma_core: rc.verbs };
     let mut report = Report { host: host_facts(&rc), ..Default::default() };
-    for d in devs {
+    // --join: librdmacm loaded and each port's address bound once, before
+    // the fds are counted (librdmacm keeps what it opened: join.rs).
+    let cm = match opts.join.map(|_| join::RdmaCm::open()).transpose() {
+        Ok(cm) => cm,
+        Err(e) => {
+            eprintln!("rsverbs: selftest: {e}");
+            return EXIT_ENV;
+        }
+    };
+    let joins: Vec<Option<Join>> = devs
+        .iter()
+        .map(|d| {
+            let (cm, group) = (cm.as_ref()?, opts.join?);
+            let nports = d.limits().map_or(0, |l| l.phys_port_cnt);
+            let plans = (1..=nports)
+                .filter(|p| port.is_none_or(|want| want == *p))
+                .map(|p| (p, crate::gids::read_port(d, p).ok_or_else(|| "ibv_query_port failed".to_string()).and_then(|pp| join::plan(cm, d, &pp))))
+                .collect();
+            Some(Join { cm, group, plans })
+        })
+        .collect();
+    // The devices are open already (main.rs); every fd the run opens
+    // (objects, the engine's own) must be closed again by its end.
+    let fds_before = open_fds();
+    for (d, j) in devs.iter().zip(&joins) {
         if stopped() {
             break;
         }
-        report.devices.push(device(&pair, d, port));
+        report.devices.push(device(&pair, d, port, limits, j.as_ref()));
     }
     report.interrupted = stopped();
+    // rsverbs' join engine keeps its sockets and rdma_cm fd for the
+    // process's life, as the C library does until its unload: released
+    // here as the unload releases them, then every fd must be as before.
+    rsverbs::release_as_at_unload();
+    report.fds = fds_before.zip(open_fds()).map(|(b, a)| Fds::compare(&b, &a));
     let text = if json {
         let mut s = String::new();
         report.json().write(&mut s);
