@@ -17,6 +17,7 @@ mod doctor;
 mod ffi;
 mod gids;
 mod group;
+mod ib;
 mod json;
 mod net;
 mod report;
