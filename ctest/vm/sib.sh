@@ -23,6 +23,8 @@ source "$(dirname "$0")/../lib.sh"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 W=$(mktemp -d)
 KO=/run/rsverbs/job/sib.ko
+# The rsverbs command, beside the library (as ctest/vm/tool.sh finds it).
+T=${RSVERBS_TOOL:-$(dirname "${RSVERBS_LIB:-/nonexistent/x}")/rsverbs}
 
 if [ "${RSVERBS_SIB:-0}" != 1 ]; then
   echo "sib: not run: this boot has no sib0 (RSVERBS_SIB=1 loads it)"
@@ -365,6 +367,53 @@ else
     saquery --smkey 1 -C sib0 -m > "$W/sa.keep" 2>&1
     mlid=$(grep -A1 "MGID\.*$GM\$" "$W/sa.keep" | sed -n 's/.*Mlid\.*0x\([0-9A-Fa-f]*\)$/\1/p' | head -1 | tr 'A-F' 'a-f')
     check "librdmacm holds $G on sib0: the SA has $GM with an MLID (0x$mlid)" bash -c "[ $kept = 1 ] && [ -n '$mlid' ]"
+    # rsverbs doctor on InfiniBand: ready for the group librdmacm holds on
+    # sib0 (the SA's record of this port, its MLID and Q_Key), not ready
+    # (exit 1) for a group nobody joined, and not ready on sib1 (in its
+    # namespace, with ib1), which the SA does not count as a member.
+    doctor() { # TAG GROUP DEV [NETNS]: text and --json, with their exit statuses
+      local pre=(); [ -z "${4:-}" ] || pre=(ip netns exec "$4")
+      "${pre[@]}" "$T" doctor "$2" --dev "$3" > "$W/doctor.$1" 2>&1; echo $? > "$W/doctor.$1.rc"
+      "${pre[@]}" "$T" doctor "$2" --dev "$3" --json > "$W/doctor.$1.json" 2>&1; echo $? > "$W/doctor.$1.json.rc"
+      show "rsverbs doctor $2 --dev $3" "$W/doctor.$1"
+    }
+    doctor_rc() { [ "$(cat "$W/doctor.$1.rc")" = "$2" ] && [ "$(cat "$W/doctor.$1.json.rc")" = "$2" ]; } # TAG STATUS: text's and JSON's
+    said() { grep -Eq "$2" "$W/doctor.$1"; } # TAG REGEX: a line of the text
+    fails() { [ "$(grep -c '^  FAIL' "$W/doctor.$1")" = "$2" ]; } # TAG N: N checks say FAIL
+    json_says() { # TAG PYTHON-EXPRESSION over d (the object), p (its port), c (its checks by name)
+      python3 -c "import json,sys; d=json.load(open(sys.argv[1])); p=d['ports'][0]; c={x['name']: x for x in p['checks']}; sys.exit(0 if ($2) else 1)" "$W/doctor.$1.json"
+    }
+    if [ ! -x "$T" ]; then
+      fail "rsverbs doctor: no tool binary at $T"
+    else
+      doctor held $G sib0
+      doctor nobody 239.77.99.99 sib0
+      doctor other $G sib1 $NS
+      check "doctor $G --dev sib0 (librdmacm holds it there): ready, exit 0 (text and --json)" doctor_rc held 0
+      check "... the verdict: ready, nothing failed or skipped" said held '^  => ready$'
+      check "... port ok: ACTIVE with an SM LID" said held '^  ok +port +ACTIVE, link layer InfiniBand, LID 0x[0-9a-f]+, SM LID 0x[1-9a-f][0-9a-f]*$'
+      check "... ipoib ok: ib0, found by the port GID, with 10.77.0.1" said held '^  ok +ipoib +ib0, operstate up, IPv4 10\.77\.0\.1$'
+      check "... pkey ok: 0xffff at index 0, a full member" said held '^  ok +pkey +P_Key 0xffff at index 0: a full member'
+      check "... mgid ok: $GM, from ib0's broadcast address" said held "^  ok +mgid +$GM: rdma_cm's for $G on ib0"
+      check "... membership ok: the SA's record of this port, MLID 0x$mlid and rdma_cm's Q_Key 0x1234567" \
+        said held "^  ok +membership +the SA has this port's MCMemberRecord of $GM: MLID 0x0*$mlid, Q_Key 0x1234567, the Q_Key a sender must use"
+      check "... --json: ready, sa.member true with the SA's MLID and Q_Key" json_says held \
+        "d['ready'] and p['ready'] and p['link_layer'] == 'InfiniBand' and p['skipped'] == 0 and p['netdev'] == 'ib0' and p['sa'] == {'mgid': '$GM', 'member': True, 'mlid': 0x$mlid, 'qkey': 0x01234567} and c['membership']['status'] == 'ok'"
+      check "doctor 239.77.99.99 --dev sib0 (nobody joined): not ready, exit 1 (text and --json)" doctor_rc nobody 1
+      check "... membership FAIL: the SA has no record of ff12:4001:ffff::f4d:6363" \
+        said nobody '^  FAIL +membership +the SA has no MCMemberRecord of ff12:4001:ffff::f4d:6363: nobody has joined'
+      check "... the fix names the fabric join" said nobody '^        fix: RSVERBS_MCAST_FABRICJOIN=1 PROGRAM'
+      check "... membership is the one check that fails" fails nobody 1
+      check "... --json: sa.member false, no MLID" json_says nobody \
+        "not d['ready'] and p['sa'] == {'mgid': 'ff12:4001:ffff::f4d:6363', 'member': False, 'mlid': None, 'qkey': None} and c['membership']['status'] == 'fail' and len(c['membership']['fix']) == 3"
+      check "doctor $G --dev sib1 in $NS (the SA has the group, not from sib1): not ready, exit 1" doctor_rc other 1
+      check "... membership FAIL: the group's MLID and Q_Key, sib1 not a member" \
+        said other "^  FAIL +membership +the SA has $GM \(MLID 0x0*$mlid, Q_Key 0x1234567\), but sib1 port 1 .* is not a member"
+      check "... ipoib ok: ib1 in the namespace" said other '^  ok +ipoib +ib1, operstate up, IPv4 10\.77\.0\.2$'
+      check "... membership is the one check that fails" fails other 1
+      check "... --json: sa.member false with the group's MLID" json_says other \
+        "not d['ready'] and p['sa']['member'] is False and p['sa']['mlid'] == 0x$mlid and c['membership']['status'] == 'fail'"
+    fi
     recv() { # TAG LID QKEY COUNT: sibdata recv on sib1, preloaded, FABRICJOIN on, hints on
       ip netns exec $NS env LD_PRELOAD="$RSVERBS_LIB" RSVERBS_MCAST_FABRICJOIN=1 RSVERBS_TRACE=hints \
         "$W/sibdata" recv sib1 $GM "$2" "$3" "$4" > "$W/recv.$1" 2>&1

@@ -86,8 +86,10 @@ pub const DOCTOR_HELP: &str = "\
 usage: rsverbs doctor GROUP [-d DEV] [-p N] [--json]
 
 Checks whether this host can receive multicast GROUP on its RDMA ports (or on
-DEV, or on its port N), and prints the fix for each problem. Checks: port, gid,
-mgid, membership, filter, rp_filter, limits, qkey (rsverbs(1), docs/tool.md).
+DEV, or on its port N), and prints the fix for each problem. Checks on RoCE:
+port, gid, mgid, membership, filter, rp_filter, limits, qkey; on InfiniBand:
+port (ACTIVE, an SM LID), ipoib, pkey, mgid, membership (the SA's
+MCMemberRecord, through saquery), limits, qkey (rsverbs(1), docs/tool.md).
 GROUP: an IPv4 or IPv6 multicast address, or an MGID (::ffff:239.1.1.1 and
 ff0e::ffff:239.1.1.1 both mean 239.1.1.1).
 
@@ -96,9 +98,8 @@ ff0e::ffff:239.1.1.1 both mean 239.1.1.1).
       --json       print one JSON object instead of text
   -h, --help       this help
 
-Each check says ok, warn, FAIL or skip. On an InfiniBand port the RoCE checks
-(gid, mgid, membership, filter, rp_filter) say skip, with the reason: they do
-not apply there, or are not checked there yet; port, limits and qkey apply.
+Each check says ok, warn, FAIL or skip (not checked, with the reason: on
+InfiniBand, membership without saquery or a subnet manager).
 A port is ready when none of its checks says FAIL; the host is ready when one
 checked port is.
 Exit status: 0 ready; 1 not ready, no RDMA device, or an unknown device or

@@ -33,6 +33,8 @@ const PORT_ATTR_BUF: usize = 128;
 const OFF_STATE: usize = 0;
 const OFF_GID_TBL_LEN: usize = 12;
 const OFF_QKEY_VIOL_CNTR: usize = 28;
+const OFF_LID: usize = 34;
+const OFF_SM_LID: usize = 36;
 const OFF_LINK_LAYER: usize = 46;
 
 /// `enum ibv_port_state`.
@@ -63,6 +65,10 @@ pub struct PortInfo {
     /// QP's (rxe_recv.c `check_keys`), since the last reset; 16 bits in
     /// the IBA, saturating (rxe: 0xffff).
     pub qkey_viol_cntr: u32,
+    /// The port's LID and its subnet manager's (InfiniBand; 0 until an SM
+    /// has configured the port).
+    pub lid: u16,
+    pub sm_lid: u16,
 }
 
 /// `enum ibv_port_state` names (verbs.c `ibv_port_state_str`).
@@ -106,7 +112,15 @@ impl Device {
         if unsafe { ibv_query_port(self.ctx, port, b.as_mut_ptr().cast()) } != 0 {
             return None;
         }
-        Some(PortInfo { state: i32_at(&b, OFF_STATE) as u32, gid_tbl_len: i32_at(&b, OFF_GID_TBL_LEN), link_layer: b[OFF_LINK_LAYER], qkey_viol_cntr: i32_at(&b, OFF_QKEY_VIOL_CNTR) as u32 })
+        let u16_at = |off: usize| u16::from_ne_bytes([b[off], b[off + 1]]);
+        Some(PortInfo {
+            state: i32_at(&b, OFF_STATE) as u32,
+            gid_tbl_len: i32_at(&b, OFF_GID_TBL_LEN),
+            link_layer: b[OFF_LINK_LAYER],
+            qkey_viol_cntr: i32_at(&b, OFF_QKEY_VIOL_CNTR) as u32,
+            lid: u16_at(OFF_LID),
+            sm_lid: u16_at(OFF_SM_LID),
+        })
     }
 }
 

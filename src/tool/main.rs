@@ -3,7 +3,8 @@
 //! `table` (a port's GIDs through rsverbs' engine; the default indexes of
 //! rdma_cm and perftest are the library's, `rsverbs::select`), `gids` (the `gids` command), `group`
 //! (GROUP, its MGID and MAC), `net` (netdev and IP state from /sys and
-//! /proc), `doctor` (the checks), `json` (the writer), `selftest` (rdma-core's
+//! /proc), `ib` (an InfiniBand port's IPoIB, P_Key and SA records),
+//! `doctor` (the checks), `json` (the writer), `selftest` (rdma-core's
 //! answers against rsverbs' on this host) and `report` (its comparison and
 //! report, tested without devices). `main` plans what to
 //! do from the arguments and the device names (`plan`, tested without
@@ -17,6 +18,7 @@ mod doctor;
 mod ffi;
 mod gids;
 mod group;
+mod ib;
 mod json;
 mod net;
 mod report;

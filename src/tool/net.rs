@@ -30,6 +30,7 @@ pub fn flags(dev: &str) -> u32 {
     sys(dev, "flags").and_then(|s| u32::from_str_radix(s.trim_start_matches("0x"), 16).ok()).unwrap_or(0)
 }
 
+pub const IFF_UP: u32 = libc::IFF_UP as u32;
 pub const IFF_PROMISC: u32 = libc::IFF_PROMISC as u32;
 pub const IFF_ALLMULTI: u32 = libc::IFF_ALLMULTI as u32;
 pub const IFF_MULTICAST: u32 = libc::IFF_MULTICAST as u32;
