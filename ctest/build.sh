@@ -57,6 +57,56 @@ root=$(testbed/vm.sh root)
 mkdir -p "$out"
 # Up to date: every binary newer than the sources and the library, built in
 # this very root (a new root of the suite means new compilers and headers).
+# The rsverbs command for this userland and architecture (ctest/vm/selftest.sh
+# runs $BIN/rsverbs when there is one): the host's Rust objects linked by the
+# host's gcc (another architecture's: its cross gcc) against the root's C
+# library and libibverbs, so that it runs on that userland's glibc (the
+# default build needs the host's: 2.34 and later symbols) and binds to its
+# rdma-core. Not with --sysroot: Debian's libc6-dev has absolute symlinks
+# (libpthread.so -> /lib/TRIPLET/libpthread.so.0, /lib64/ld-linux-x86-64.so.2),
+# which ld would follow into the host. Instead a directory of its own that
+# gcc searches first: the root's start files (-B), and each library the link
+# names as a symlink to the root's file, its linker scripts' paths rewritten
+# into the root (in_root). Without LTO: a test build; cargo keeps it up to date.
+in_root() { # PATH: PATH in the root, its symlinks followed there, as a host path
+  local p=$1 n=0 t
+  while [ -L "$root$p" ] && [ $n -lt 16 ]; do
+    t=$(readlink "$root$p")
+    case $t in /*) p=$t ;; *) p=$(dirname "$p")/$t ;; esac
+    n=$((n + 1))
+  done
+  echo "$root$p"
+}
+tool_for_root() {
+  local target=$ARCH_RUST-unknown-linux-gnu dir=$PWD/target/tool-$U-$ARCH_DEB var gcc=cc t L lib f w
+  t=$(ls "$root/usr/lib" | grep -- '-linux-gnu' | head -1)
+  ((ARCH_FOREIGN)) && gcc=$ARCH_RUST-linux-gnu-gcc
+  L=$dir/link
+  rm -rf "$L" && mkdir -p "$L"
+  for lib in libc libm libpthread libdl librt libutil libibverbs; do
+    f=/usr/lib/$t/$lib.so
+    [ -e "$(in_root "$f")" ] || continue
+    if [ ! -L "$root$f" ] && grep -q 'GROUP\|INPUT' "$root$f" 2>/dev/null; then
+      cp "$root$f" "$L/$lib.so"
+      grep -o ' /[^ )]*' "$root$f" | sort -u | while read -r w; do
+        sed -i "s# $w# $(in_root "$w")#g" "$L/$lib.so"
+      done
+    else
+      ln -s "$(in_root "$f")" "$L/$lib.so"
+    fi
+  done
+  for f in /usr/lib/$t/libgcc_s.so.1 /lib/$t/libgcc_s.so.1; do
+    [ -e "$(in_root "$f")" ] && { ln -sf "$(in_root "$f")" "$L/libgcc_s.so.1"; break; }
+  done
+  var=CARGO_TARGET_$(echo "$target" | tr a-z- A-Z_)
+  env "${var}_LINKER=$gcc" "${var}_RUSTFLAGS=-L native=$L -C link-arg=-B$root/usr/lib/$t/ -C link-arg=-Wl,-rpath-link=$root/usr/lib/$t" \
+    CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 CARGO_PROFILE_RELEASE_DEBUG=0 \
+    cargo build --release --locked --quiet --manifest-path src/tool/Cargo.toml --target-dir "$dir" --target "$target" &&
+    cp "$dir/$target/release/rsverbs" "$out/rsverbs.tmp" && mv "$out/rsverbs.tmp" "$out/rsverbs"
+}
+mkdir -p "$out"
+tool_for_root || echo "build: WARNING: the rsverbs command for the $U userland ($ARCH_DEB) did not build" >&2
+
 stamp=$out/.root
 fresh=1
 [ "$(cat "$stamp" 2>/dev/null)" = "$root" ] || fresh=0
@@ -103,7 +153,7 @@ cp ctest/vm/*.c ctest/vm/*.h "$s/src/"
 } > "$s/build.sh"
 rc=0
 root_build "$root" || rc=$?
-rm -f "$out"/*
+find "$out" -maxdepth 1 -type f ! -name rsverbs -delete
 cp -p "$s"/bin/* "$out/" 2>/dev/null || true
 echo "$root" > "$stamp"
 echo "build: $(find "$out" -type f ! -name .root | wc -l) test binaries in $out ($(root_describe "$root"), $U; $ROOT_BUILT)"

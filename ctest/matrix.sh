@@ -93,6 +93,10 @@ for cell in $CELLS; do
     # keeps a 160-byte register save area in each), and its budget its own
     # (ctest/vm/stack.sh, docs/security.md).
     [ -n "$a" ] && cell_suites="$cell_suites stack"
+    # selftest in every cell: the command linked against the cell's C
+    # library and rdma-core (ctest/build.sh tool_for_root) must find every
+    # answer rdma-core's there, old rdma-core and big-endian included.
+    cell_suites="$cell_suites selftest"
   fi
   export RSVERBS_SIW
   t0=$(date +%s)

@@ -23,7 +23,14 @@
 #     mount namespace) exit 2 with the one-line message; bad usage exit 2.
 set -uo pipefail
 source "$(dirname "$0")/../lib.sh"
+# Another userland's or architecture's cell has its own command, linked
+# against its C library and rdma-core (ctest/build.sh tool_for_root); the
+# broken build is the default cell's only.
 T=${RSVERBS_TOOL:-$(dirname "$RSVERBS_LIB")/rsverbs}
+CELL_TOOL=0
+if [ -z "${RSVERBS_TOOL:-}" ] && [ -x "${BIN:-ctest/out/bin}/rsverbs" ]; then
+	T=$BIN/rsverbs CELL_TOOL=1
+fi
 BROKEN=${BIN:-ctest/out/bin}/rsverbs-broken
 W=$(mktemp -d)
 trap 'rm -rf "$RESULTS_DIR/selftest" && mkdir -p "$RESULTS_DIR/selftest" && cp -r "$W"/. "$RESULTS_DIR/selftest/"; rm -rf "$W"' EXIT

@@ -414,6 +414,24 @@ else
       check "... --json: sa.member false with the group's MLID" json_says other \
         "not d['ready'] and p['sa']['member'] is False and p['sa']['mlid'] == 0x$mlid and c['membership']['status'] == 'fail'"
     fi
+    # rsverbs selftest on InfiniBand: the GID cases and attach and detach
+    # with multicast LIDs through rdma-core and rsverbs, and --join of a
+    # group nobody else holds: full and send-only memberships at the SA
+    # through librdmacm and through rsverbs, step by step.
+    if [ -x "$T" ]; then
+      start=$SECONDS
+      "$T" selftest sib0 --join 239.77.12.12 > "$W/selftest.sib0" 2>&1; rc=$?
+      show "rsverbs selftest sib0 --join 239.77.12.12 ($((SECONDS - start)) s)" "$W/selftest.sib0"
+      check "selftest sib0 --join 239.77.12.12 on InfiniBand: exit 0, every answer rdma-core's and librdmacm's (got $rc)" [ $rc = 0 ]
+      check "... port 1 (InfiniBand) and the table reported, 0 different" \
+        bash -c "grep -Eq '^  port 1 \(InfiniBand\): [0-9]+ cases, [0-9]+ identical, 0 different' '$W/selftest.sib0' &&
+          grep -Eq '^  all ports \(_ibv_query_gid_table\): [0-9]+ cases, [0-9]+ identical, 0 different' '$W/selftest.sib0'"
+      check "... the 9 join steps at the SA, librdmacm's answers and rsverbs' the same" \
+        test "$(grep -c '^    --join 239.77.12.12: [a-z].*: ret=' "$W/selftest.sib0")" -eq 9
+      check "... a send-only join and a full one beside it succeed" \
+        bash -c "grep -qx '    --join 239.77.12.12: join send-only: ret=0 errno=0' '$W/selftest.sib0' && grep -qx '    --join 239.77.12.12: join full beside it: ret=0 errno=0' '$W/selftest.sib0'"
+      check "... its fds as before the run" grep -q '^fds          as before the run' "$W/selftest.sib0"
+    fi
     recv() { # TAG LID QKEY COUNT: sibdata recv on sib1, preloaded, FABRICJOIN on, hints on
       ip netns exec $NS env LD_PRELOAD="$RSVERBS_LIB" RSVERBS_MCAST_FABRICJOIN=1 RSVERBS_TRACE=hints \
         "$W/sibdata" recv sib1 $GM "$2" "$3" "$4" > "$W/recv.$1" 2>&1

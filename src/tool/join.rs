@@ -239,8 +239,8 @@ pub fn plan(cm: &RdmaCm, d: &Device, p: &Port) -> Result<Plan, String> {
             crate::table::Slot::Gid(g) => Some(g.raw),
             _ => None,
         });
-        let nd = gid.and_then(ipoib_netdev).ok_or("no IPoIB netdev of this port (ib_ipoib; its hardware address ends with the port GID)")?;
-        let a = ipv4_of(&nd).ok_or_else(|| format!("the IPoIB netdev {nd} has no IPv4 address (rdma_cm binds by one)"))?;
+        let nd = gid.and_then(|g| crate::ib::ipoib_netdevs(&g).into_iter().next()).ok_or("no IPoIB netdev of this port (ib_ipoib; its hardware address ends with the port GID)")?;
+        let a = crate::ib::ipv4_addrs(&nd).into_iter().next().ok_or_else(|| format!("the IPoIB netdev {nd} has no IPv4 address (rdma_cm binds by one)"))?;
         (a, Some(nd))
     } else {
         p.table
@@ -261,42 +261,6 @@ pub fn plan(cm: &RdmaCm, d: &Device, p: &Port) -> Result<Plan, String> {
         return Err(format!("{addr} binds to {bound} through rdma_cm, not to {}", d.name));
     }
     Ok(Plan { addr, netdev, ib })
-}
-
-/// The IPoIB netdev whose 20-byte hardware address ends with `gid`
-/// (ipoib_main.c: the QPN's 4 bytes, then the port GID).
-fn ipoib_netdev(gid: [u8; 16]) -> Option<String> {
-    let want = net::hex(&gid);
-    std::fs::read_dir("/sys/class/net").ok()?.flatten().find_map(|e| {
-        let a = std::fs::read_to_string(e.path().join("address")).ok()?;
-        let hex: String = a.trim().split(':').collect();
-        (hex.len() == 40 && hex[8..] == want).then(|| e.file_name().to_string_lossy().into_owned())
-    })
-}
-
-/// The first IPv4 address of `netdev` (getifaddrs).
-fn ipv4_of(netdev: &str) -> Option<Ipv4Addr> {
-    let mut list = core::ptr::null_mut();
-    // SAFETY: list is written on success and freed below.
-    if unsafe { libc::getifaddrs(&mut list) } != 0 {
-        return None;
-    }
-    let mut found = None;
-    let mut p = list;
-    while !p.is_null() && found.is_none() {
-        // SAFETY: an entry of getifaddrs' list; its name is NUL-terminated,
-        // its address, when there is one, a sockaddr of its family.
-        unsafe {
-            let a = (*p).ifa_addr;
-            if !a.is_null() && i32::from((*a).sa_family) == libc::AF_INET && CStr::from_ptr((*p).ifa_name).to_bytes() == netdev.as_bytes() {
-                found = Some(Ipv4Addr::from((*a.cast::<libc::sockaddr_in>()).sin_addr.s_addr.to_ne_bytes()));
-            }
-            p = (*p).ifa_next;
-        }
-    }
-    // SAFETY: getifaddrs' list, freed once.
-    unsafe { libc::freeifaddrs(list) };
-    found
 }
 
 /// One library's way to join and leave.
@@ -325,7 +289,12 @@ const SEQ: [(&str, bool, c_int); 9] = [
 /// `rdma_core` is libibverbs' attach and detach.
 pub fn cases(cm: &RdmaCm, plan: &Plan, ctx: *mut ibv_context, port: u8, group: Ipv4Addr, qp: Option<*mut ibv_qp>, rdma_core: (Mcast, Mcast)) -> (Vec<Case>, Vec<String>) {
     let mut notes = Vec::new();
-    let mgid = Mgid::for_group(group.into(), if plan.ib { IBV_GID_TYPE_IB } else { IBV_GID_TYPE_ROCE_V2 }).map_or([0; 16], |m| m.0);
+    let mut mgid = Mgid::for_group(group.into(), if plan.ib { IBV_GID_TYPE_IB } else { IBV_GID_TYPE_ROCE_V2 }).map_or([0; 16], |m| m.0);
+    // On InfiniBand the scope and P_Key of the IPoIB netdev's broadcast
+    // group, as rdma_cm's (ib.rs mgid_on, cma.c cma_set_mgid).
+    if let (true, Some(b)) = (plan.ib, plan.netdev.as_deref().and_then(crate::ib::broadcast)) {
+        mgid = crate::ib::mgid_on(mgid, &b);
+    }
     let member = || -> Vec<u8> {
         match &plan.netdev {
             Some(nd) if !plan.ib => vec![u8::from(net::igmp_joined(&net::read("/proc/net/igmp"), nd, group.octets()))],
