@@ -68,9 +68,15 @@ check "selftest: the header's kernel is uname -r ($(uname -r))" grep -qx "kernel
 rel=$(dpkg-query -W -f='${Version}' libibverbs1 2>/dev/null | sed -E 's/^([0-9]+\.[0-9]+).*/\1/')
 check "selftest: the header's rdma-core release is libibverbs1's ($rel)" grep -qx "rdma-core    $rel" $W/all.out
 check "selftest: the run's file descriptors as before it" grep -Eq "^fds          as before the run \([0-9]+ open\)$" $W/all.out
-commit=$(cat "$(dirname "$RSVERBS_LIB")/commit" 2>/dev/null)
-check "selftest: the header's rsverbs commit is the build's (${commit:-no build/commit})" \
-	sh -c '[ -n "$1" ] && grep -q "^rsverbs      [0-9.]* commit $1 (" "$2"' _ "$commit" $W/all.out
+if [ $CELL_TOOL = 0 ]; then
+	commit=$(cat "$(dirname "$RSVERBS_LIB")/commit" 2>/dev/null)
+	check "selftest: the header's rsverbs commit is the build's (${commit:-no build/commit})" \
+		sh -c '[ -n "$1" ] && grep -q "^rsverbs      [0-9.]* commit $1 (" "$2"' _ "$commit" $W/all.out
+else
+	# The cell's command, built by ctest/build.sh: a commit, not "unknown".
+	check "selftest: the header names the commit of the cell's command" \
+		grep -Eq "^rsverbs      [0-9.]* commit [0-9a-f]{12}(-dirty)? \(" $W/all.out
+fi
 check "selftest: rdma-core's verbs are libibverbs.so.1's own" grep -Eq "^libibverbs   /.*/libibverbs\.so\.1" $W/all.out
 check "selftest: attach and detach ran (no skip but the RC QP's, if any)" \
 	sh -c '! grep "skipped:" "$1" | grep -vq "non-UD QP"' _ $W/all.out
@@ -78,8 +84,13 @@ check "selftest: attach and detach ran (no skip but the RC QP's, if any)" \
 "$T" selftest rxe1 --json --report $W/rxe1.json > $W/rxe1.json.out 2> $W/rxe1.json.err
 rc=$?
 check "selftest rxe1 --json --report FILE: exit 0 (got $rc)" [ "$rc" = 0 ]
-check "selftest --json: one object, run > 0, different 0, exit 0, the device rxe1 only" \
+if ! command -v python3 >/dev/null; then
+	# (Another architecture's userland has no python3.)
+	check "selftest --json: different 0, exit 0, the device rxe1 only (grep: no python3 here)" \
+		sh -c 'grep -q "\"different\":0,.*\"exit\":0}\$" "$1" && grep -q "\"devices\":\[{\"name\":\"rxe1\"" "$1" && ! grep -q "\"name\":\"rxe0\"" "$1"' _ $W/rxe1.json.out
+else check "selftest --json: one object, run > 0, different 0, exit 0, the device rxe1 only" \
 	python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["different"]==0 and j["run"]>0 and j["exit"]==0, j; assert [d["name"] for d in j["devices"]]==["rxe1"]; assert j["host"]["kernel"]' $W/rxe1.json.out
+fi
 check "selftest --report FILE: the file is what stdout got" cmp -s $W/rxe1.json $W/rxe1.json.out
 
 # --limits: both limits driven to the device's refusal, by both libraries.
@@ -147,7 +158,9 @@ check "selftest preloaded: rdma-core's verbs still libibverbs.so.1's own, the pr
 	sh -c 'grep -Eq "^libibverbs   /.*/libibverbs\.so\.1" "$1" && grep -q "^LD_PRELOAD   .*librsverbs.so.1" "$1"' _ $W/preload.out
 
 # ---- 3. a library broken on purpose -------------------------------------------------
-if [ ! -x "$BROKEN" ]; then
+if [ $CELL_TOOL = 1 ]; then
+	echo "skip selftest broken build: the default cell's only (this cell has its own command)"
+elif [ ! -x "$BROKEN" ]; then
 	fail "selftest: the broken build $BROKEN exists (ctest/build.sh)"
 else
 	"$BROKEN" selftest rxe0 > $W/broken.out 2> $W/broken.err
@@ -170,7 +183,9 @@ cat > $W/sigint.c <<'EOC'
 #include <signal.h>
 void *ibv_create_qp(void *pd, void *attr)
 {
-	void *(*real)(void *, void *) = (void *(*)(void *, void *))dlsym(RTLD_NEXT, "ibv_create_qp");
+	/* dlvsym: libibverbs also defines ibv_create_qp@IBVERBS_1.0 (the
+	 * compat one, of struct ibv_pd_1_0); the command binds IBVERBS_1.1. */
+	void *(*real)(void *, void *) = (void *(*)(void *, void *))dlvsym(RTLD_NEXT, "ibv_create_qp", "IBVERBS_1.1");
 	void *qp = real(pd, attr);
 	static int raised;
 	if (!raised++)
@@ -195,7 +210,7 @@ cat > $W/fdleak.c <<'EOC'
 #include <fcntl.h>
 void *ibv_create_cq(void *ctx, int cqe, void *cq_context, void *channel, int vector)
 {
-	void *(*real)(void *, int, void *, void *, int) = (void *(*)(void *, int, void *, void *, int))dlsym(RTLD_NEXT, "ibv_create_cq");
+	void *(*real)(void *, int, void *, void *, int) = (void *(*)(void *, int, void *, void *, int))dlvsym(RTLD_NEXT, "ibv_create_cq", "IBVERBS_1.1");
 	open("/dev/null", O_RDONLY | O_CLOEXEC);
 	return real(ctx, cqe, cq_context, channel, vector);
 }

@@ -24,6 +24,14 @@ pub struct QpInitAttr {
     pub cap: QpCap,
     pub qp_type: c_int,
     pub sq_sig_all: c_int,
+    /// The tail padding of `struct ibv_qp_init_attr` on 64-bit targets, a
+    /// field so that it is zero: rdma-core 31 to 37 copy the whole struct
+    /// into an `ibv_qp_init_attr_ex`, whose `comp_mask` lies there, and
+    /// keep its bits (libibverbs/cmd_qp.c `ibv_cmd_create_qp`; fixed in 38,
+    /// 74af92ae5): a Rust struct literal leaves padding undefined, and
+    /// `ibv_create_qp` then fails with EINVAL now and then
+    /// (docs/rdma-core-releases.md D5).
+    pub padding: u32,
 }
 /// `IBV_QPT_UD`.
 pub const QPT_UD: c_int = 4;
@@ -89,7 +97,7 @@ pub fn open(prog: &str, want: Option<&str>) -> Device {
 /// rdma-core refuses it.
 pub fn ud_qp(prog: &str, d: &Device) -> *mut c_void {
     let cap = QpCap { max_send_wr: 1, max_recv_wr: 1, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
-    let mut attr = QpInitAttr { qp_context: std::ptr::null_mut(), send_cq: d.cq, recv_cq: d.cq, srq: std::ptr::null_mut(), cap, qp_type: QPT_UD, sq_sig_all: 0 };
+    let mut attr = QpInitAttr { qp_context: std::ptr::null_mut(), send_cq: d.cq, recv_cq: d.cq, srq: std::ptr::null_mut(), cap, qp_type: QPT_UD, sq_sig_all: 0, padding: 0 };
     // SAFETY: a live PD and a filled attr.
     let qp = unsafe { ibv_create_qp(d.pd, &mut attr) };
     if qp.is_null() {

@@ -2,7 +2,8 @@
 //! COMMIT): `git rev-parse --short=12 HEAD`, "-dirty" when tracked files
 //! differ from it, nothing outside a git checkout (or without git). Every
 //! cargo run (make's, the unit tests') computes the same value, and runs
-//! this again when HEAD, the branch it names or the index changes.
+//! this again when HEAD, the branch it names, the index or a file under
+//! src/ changes.
 use std::process::Command;
 
 fn git(args: &[&str]) -> Option<String> {
@@ -12,6 +13,10 @@ fn git(args: &[&str]) -> Option<String> {
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    // "-dirty" follows the sources too, not only HEAD and the index.
+    for dir in ["../../src", "../../Cargo.toml"] {
+        println!("cargo:rerun-if-changed={dir}");
+    }
     let Some(commit) = git(&["rev-parse", "--short=12", "HEAD"]) else { return };
     for what in ["HEAD", "index"] {
         if let Some(p) = git(&["rev-parse", "--path-format=absolute", "--git-path", what]) {

@@ -302,7 +302,9 @@ struct QpCap {
     max_inline_data: u32,
 }
 
-/// `struct ibv_qp_init_attr` (verbs.h).
+/// `struct ibv_qp_init_attr` (verbs.h), its tail padding a field of its
+/// own so that it is zero (docs/rdma-core-releases.md D5: rdma-core 31 to
+/// 37 read it as the comp_mask of an `ibv_qp_init_attr_ex`).
 #[repr(C)]
 struct QpInitAttr {
     qp_context: *mut c_void,
@@ -312,8 +314,11 @@ struct QpInitAttr {
     cap: QpCap,
     qp_type: c_int,
     sq_sig_all: c_int,
+    padding: u32,
 }
 
+/// The CQ's size, as ctest/vm/conform.c's.
+const CQE: c_int = 64;
 const QPT_RC: c_int = 2;
 const QPT_UD: c_int = 4;
 
@@ -364,7 +369,7 @@ impl Objects {
             return Err(refusal("ibv_alloc_pd", std::io::Error::last_os_error()));
         }
         // SAFETY: ctx is open.
-        o.cq = unsafe { ibv_create_cq(ctx, 1, core::ptr::null_mut(), core::ptr::null_mut(), 0) };
+        o.cq = unsafe { ibv_create_cq(ctx, CQE, core::ptr::null_mut(), core::ptr::null_mut(), 0) };
         if o.cq.is_null() {
             return Err(refusal("ibv_create_cq", std::io::Error::last_os_error()));
         }
@@ -385,7 +390,7 @@ impl Objects {
 
     fn qp(&self, qp_type: c_int) -> *mut ibv_qp {
         let cap = QpCap { max_send_wr: 1, max_recv_wr: 1, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
-        let mut attr = QpInitAttr { qp_context: core::ptr::null_mut(), send_cq: self.cq, recv_cq: self.cq, srq: core::ptr::null_mut(), cap, qp_type, sq_sig_all: 0 };
+        let mut attr = QpInitAttr { qp_context: core::ptr::null_mut(), send_cq: self.cq, recv_cq: self.cq, srq: core::ptr::null_mut(), cap, qp_type, sq_sig_all: 0, padding: 0 };
         // SAFETY: a live PD and CQ, a filled attr.
         unsafe { ibv_create_qp(self.pd, &mut attr) }
     }
