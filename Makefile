@@ -359,10 +359,14 @@ faults: deps all
 
 # The software InfiniBand HCA (testbed/sib/): sib.ko built for
 # bookworm's kernel, loaded in a boot of its own, checked with rdma-core's
-# tools (ctest/vm/sib.sh); .ci/run runs it every commit.
+# tools (ctest/vm/sib.sh); before it, in the same boot, conform and
+# diffrand on sib0 and sib1 only: the InfiniBand cell (rdma-core and
+# rsverbs side by side with multicast LIDs). .ci/run runs it every commit.
 check-sib: deps all
 	rm -f ctest/out/sib/*.results
-	RSVERBS_SIB=1 RSVERBS_SUITES=sib RSVERBS_VM_OUT=$(CURDIR)/ctest/out/sib RSVERBS_VM_TIMEOUT=900 ctest/vm_suite.sh; st=$$?; \
+	RSVERBS_SIB=1 RSVERBS_SUITES="conform diffrand sib" CONFORM_DEVS=sib0,sib1 DIFFRAND_DEVS="sib0 sib1" \
+	  CONFORM_FALLBACK_LINKS=preload DIFFRAND_OPS=2500 DIFFRAND_FALLBACK_OPS=1000 \
+	  RSVERBS_VM_OUT=$(CURDIR)/ctest/out/sib RSVERBS_VM_TIMEOUT=1200 ctest/vm_suite.sh; st=$$?; \
 	  ctest/summary.sh ctest/out/sib; exit $$st
 
 # Real clients (mckey, perftest, our relinked example) with and without rsverbs.

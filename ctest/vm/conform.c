@@ -26,6 +26,23 @@ static void line(const char *dev, const char *name, int ret, int err)
 		line(dev, name, r_, e_);                                                       \
 	} while (0)
 
+/* Whether port 1 of ctx is InfiniBand. */
+static int port_is_ib(struct ibv_context *ctx)
+{
+	struct ibv_port_attr pa;
+	return ibv_query_port(ctx, 1, &pa) == 0 && pa.link_layer != IBV_LINK_LAYER_ETHERNET;
+}
+
+/* Whether dev is one of the comma-separated names of list. */
+static int in_list(const char *list, const char *dev)
+{
+	size_t n = strlen(dev);
+	for (const char *p = list; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+		if (!strncmp(p, dev, n) && (p[n] == ',' || p[n] == '\0'))
+			return 1;
+	return 0;
+}
+
 struct objs {
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
@@ -37,13 +54,33 @@ static struct ibv_qp *new_qp(struct objs *o, enum ibv_qp_type t)
 	return new_qp_on(o->pd, o->cq, t);
 }
 
+/* A QP of type t, or NULL when the provider has none of that type
+ * (EOPNOTSUPP); any other failure exits as new_qp's. */
+static struct ibv_qp *try_qp(struct objs *o, enum ibv_qp_type t)
+{
+	struct ibv_qp_init_attr a = {
+		.send_cq = o->cq, .recv_cq = o->cq, .qp_type = t,
+		.cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct ibv_qp *qp = ibv_create_qp(o->pd, &a);
+	if (!qp && errno == EOPNOTSUPP)
+		return NULL;
+	return qp ? qp : new_qp(o, t);
+}
+
 static void mcast_cases(const char *dev, struct objs *o)
 {
 	union ibv_gid g6, g4, nonmc[3], tmp;
 	struct ibv_qp *ud = new_qp(o, IBV_QPT_UD), *ud2 = new_qp(o, IBV_QPT_UD);
-	struct ibv_qp *rc = new_qp(o, IBV_QPT_RC), *uc = new_qp(o, IBV_QPT_UC);
+	/* A provider without RC or UC QPs (the test bed's sib: UD only) gets
+	 * a line saying so instead of their cases. */
+	struct ibv_qp *rc = try_qp(o, IBV_QPT_RC), *uc = try_qp(o, IBV_QPT_UC);
 	char name[96];
 	int e, r;
+	/* The LID of every attach: 0 on RoCE (ignored there), a multicast LID
+	 * on InfiniBand, where the kernel core refuses any other
+	 * (verbs.c is_valid_mcast_lid: 0xC000-0xFFFE). */
+	uint16_t vl = port_is_ib(o->ctx) ? 0xc000 : 0;
 
 	gid_from_hex(&g6, "ff0e0000000000000000000012345678");
 	gid_from_hex(&g4, "00000000000000000000ffffef010203");       /* ::ffff:239.1.2.3 */
@@ -51,22 +88,29 @@ static void mcast_cases(const char *dev, struct objs *o)
 	gid_from_hex(&nonmc[1], "00000000000000000000ffffc0000201"); /* ::ffff:192.0.2.1 */
 	memset(&nonmc[2], 0, sizeof(nonmc[2]));                      /* :: */
 
-	MC(ud, 1, &g6, 0, "attach-ipv6-mgid");
-	MC(ud, 1, &g6, 0, "attach-again-dedup");
-	MC(ud, 0, &g6, 0, "detach");
-	MC(ud, 0, &g6, 0, "detach-twice");
-	MC(ud, 0, &g4, 0, "detach-never-attached");
-	MC(ud, 1, &g4, 0, "attach-ipv4-mapped-mgid");
-	MC(ud, 0, &g4, 0, "detach-ipv4-mapped-mgid");
+	MC(ud, 1, &g6, vl, "attach-ipv6-mgid");
+	MC(ud, 1, &g6, vl, "attach-again-dedup");
+	MC(ud, 0, &g6, vl, "detach");
+	MC(ud, 0, &g6, vl, "detach-twice");
+	MC(ud, 0, &g4, vl, "detach-never-attached");
+	MC(ud, 1, &g4, vl, "attach-ipv4-mapped-mgid");
+	MC(ud, 0, &g4, vl, "detach-ipv4-mapped-mgid");
 	for (int i = 0; i < 3; i++) {
 		snprintf(name, sizeof(name), "attach-non-multicast-%d", i);
-		MC(ud, 1, &nonmc[i], 0, name);
+		MC(ud, 1, &nonmc[i], vl, name);
 		snprintf(name, sizeof(name), "detach-non-multicast-%d", i);
-		MC(ud, 0, &nonmc[i], 0, name);
+		MC(ud, 0, &nonmc[i], vl, name);
 	}
-	MC(rc, 1, &g6, 0, "attach-rc-qp");
-	MC(rc, 0, &g6, 0, "detach-rc-qp");
-	MC(uc, 1, &g6, 0, "attach-uc-qp");
+	if (rc) {
+		MC(rc, 1, &g6, vl, "attach-rc-qp");
+		MC(rc, 0, &g6, vl, "detach-rc-qp");
+	} else {
+		line(dev, "no-rc-qp", 0, 0);
+	}
+	if (uc)
+		MC(uc, 1, &g6, vl, "attach-uc-qp");
+	else
+		line(dev, "no-uc-qp", 0, 0);
 	for (unsigned lid = 0x1234; lid <= 0xffff; lid += 0xffff - 0x1234) {
 		snprintf(name, sizeof(name), "attach-lid-%#x", lid);
 		MC(ud, 1, &g6, lid, name);
@@ -76,26 +120,43 @@ static void mcast_cases(const char *dev, struct objs *o)
 		MC(ud, 0, &g6, lid, name);
 	}
 	/* Groups keyed on (gid, lid): two lids of one gid are two entries. */
-	MC(ud, 1, &g6, 0, "attach-gid-lid0");
-	MC(ud, 1, &g4, 0, "attach-second-group");
+	MC(ud, 1, &g6, vl, "attach-gid-lid0");
+	MC(ud, 1, &g4, vl, "attach-second-group");
 	r = SENTINEL_CALL(&e, ibv_destroy_qp(ud));
 	line(dev, "destroy-attached-qp", r, e);
-	MC(ud, 0, &g6, 0, "detach-lid0-after-ebusy");
-	MC(ud, 0, &g4, 0, "detach-second-group");
+	MC(ud, 0, &g6, vl, "detach-lid0-after-ebusy");
+	MC(ud, 0, &g4, vl, "detach-second-group");
 
 	/* A handle the kernel never gave out: a copy of a live QP. */
 	struct ibv_qp fake = *ud2;
 	fake.handle = 0x7fff1234;
-	MC(&fake, 1, &g6, 0, "attach-bad-handle");
-	MC(&fake, 0, &g6, 0, "detach-bad-handle");
+	MC(&fake, 1, &g6, vl, "attach-bad-handle");
+	MC(&fake, 0, &g6, vl, "detach-bad-handle");
 	/* The context's fd is not open. (A copy of the context would not do:
 	 * rdma-core finds its private data at fixed offsets before it.) Both
 	 * libraries read cmd_fd afresh on every call. */
 	int saved_fd = o->ctx->cmd_fd;
 	o->ctx->cmd_fd = 1000;
-	MC(ud2, 1, &g6, 0, "attach-closed-fd");
-	MC(ud2, 0, &g6, 0, "detach-closed-fd");
+	MC(ud2, 1, &g6, vl, "attach-closed-fd");
+	MC(ud2, 0, &g6, vl, "detach-closed-fd");
 	o->ctx->cmd_fd = saved_fd;
+
+	/* InfiniBand's own LID cases: the multicast range's ends, the
+	 * unicast LID below it, LID 0 and the permissive LID 0xFFFF (refused
+	 * by is_valid_mcast_lid), and a detach with another multicast LID
+	 * than the attach's. */
+	if (vl) {
+		static const uint16_t ib_lids[] = { 0, 0xbfff, 0xc000, 0xc001, 0xfffe, 0xffff };
+		for (size_t i = 0; i < sizeof(ib_lids) / sizeof(ib_lids[0]); i++) {
+			snprintf(name, sizeof(name), "ib-attach-lid-%#x", ib_lids[i]);
+			MC(ud, 1, &g6, ib_lids[i], name);
+			snprintf(name, sizeof(name), "ib-detach-lid-%#x", ib_lids[i]);
+			MC(ud, 0, &g6, ib_lids[i], name);
+		}
+		MC(ud, 1, &g6, 0xc000, "ib-attach-lid-0xc000-again");
+		MC(ud, 0, &g6, 0xc001, "ib-detach-with-another-mlid");
+		MC(ud, 0, &g6, 0xc000, "ib-detach-with-its-mlid");
+	}
 
 	/* Limits: groups per QP, then QPs per group, then everything detached.
 	 * groups-per-qp is max_mcast_grp + 1 attaches (8,193 on rxe), most of
@@ -111,7 +172,7 @@ static void mcast_cases(const char *dev, struct objs *o)
 		tmp = g6;
 		tmp.raw[12] = i >> 8;
 		tmp.raw[13] = i & 0xff;
-		r = SENTINEL_CALL(&e, ibv_attach_mcast(ud2, &tmp, 0));
+		r = SENTINEL_CALL(&e, ibv_attach_mcast(ud2, &tmp, vl));
 		if (r) {
 			fret = r, ferr = e;
 			break;
@@ -122,7 +183,7 @@ static void mcast_cases(const char *dev, struct objs *o)
 		tmp = g6;
 		tmp.raw[12] = i >> 8;
 		tmp.raw[13] = i & 0xff;
-		if (SENTINEL_CALL(&e, ibv_detach_mcast(ud2, &tmp, 0)) == 0)
+		if (SENTINEL_CALL(&e, ibv_detach_mcast(ud2, &tmp, vl)) == 0)
 			det++;
 		else
 			derr = e;
@@ -137,7 +198,7 @@ static void mcast_cases(const char *dev, struct objs *o)
 	ok = 0, ferr = 0, fret = 0, det = 0;
 	for (int i = 0; i < nq; i++) {
 		qps[i] = new_qp(o, IBV_QPT_UD);
-		r = SENTINEL_CALL(&e, ibv_attach_mcast(qps[i], &g4, 0));
+		r = SENTINEL_CALL(&e, ibv_attach_mcast(qps[i], &g4, vl));
 		if (r) {
 			fret = r, ferr = e;
 			break;
@@ -145,7 +206,7 @@ static void mcast_cases(const char *dev, struct objs *o)
 		ok++;
 	}
 	for (int i = 0; i < nq && qps[i]; i++) {
-		if (i < ok && SENTINEL_CALL(&e, ibv_detach_mcast(qps[i], &g4, 0)) == 0)
+		if (i < ok && SENTINEL_CALL(&e, ibv_detach_mcast(qps[i], &g4, vl)) == 0)
 			det++;
 		ibv_destroy_qp(qps[i]);
 	}
@@ -156,8 +217,10 @@ static void mcast_cases(const char *dev, struct objs *o)
 	r = SENTINEL_CALL(&e, ibv_destroy_qp(ud));
 	line(dev, "destroy-after-detach", r, e);
 	ibv_destroy_qp(ud2);
-	ibv_destroy_qp(rc);
-	ibv_destroy_qp(uc);
+	if (rc)
+		ibv_destroy_qp(rc);
+	if (uc)
+		ibv_destroy_qp(uc);
 }
 
 /* One query with a buffer of `size` bytes pre-filled with 0xa5; prints every
@@ -410,6 +473,7 @@ int main(int argc, char **argv)
 {
 	int n;
 	struct ibv_device **list = ibv_get_device_list(&n);
+	/* Only these devices: a comma-separated list (CONFORM_DEVS in conform.sh). */
 	const char *only = argc > 1 ? argv[1] : NULL;
 
 	if (!list || n == 0) {
@@ -420,7 +484,7 @@ int main(int argc, char **argv)
 	for (int d = 0; d < n; d++) {
 		const char *dev = ibv_get_device_name(list[d]);
 		struct objs o;
-		if (only && strcmp(only, dev))
+		if (only && !in_list(only, dev))
 			continue;
 		/* iWARP (siw) has RC QPs only and no multicast op: ctest/vm/siw.sh. */
 		if (list[d]->transport_type == IBV_TRANSPORT_IWARP) {

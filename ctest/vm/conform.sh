@@ -4,7 +4,8 @@
 # five verbs each (ibv_query_gid and ibv_query_gid_table among them); then
 # the same three under a seccomp filter that makes the verbs ioctl fail with
 # ENOTTY, and with EPROTONOSUPPORT (the write() and sysfs fallbacks).
-# Every case line must be identical in the three modes.
+# Every case line must be identical in the three modes. CONFORM_DEVS
+# (sib0,sib1 in make check-sib's InfiniBand cell): only those devices.
 set -uo pipefail
 source "$(dirname "$0")/../lib.sh"
 W=$(mktemp -d)
@@ -14,20 +15,27 @@ lap() { local n; n=$(date +%s%N); echo "conform: $1 took $(( (n - t) / 1000000 )
 run_mode() { # run_mode LABEL "LINKS" WRAPPER...: LINKS of relinked, preload
   local label=$1 links=$2 t; shift 2
   t=$(date +%s%N)
-  "$@" "$BIN/conform" > "$W/$label.ref" 2> "$W/$label.ref.err"
+  "$@" "$BIN/conform" ${CONFORM_DEVS:+"$CONFORM_DEVS"} > "$W/$label.ref" 2> "$W/$label.ref.err"
+  echo $? > "$W/$label.ref.rc"
   lap "$label reference"
   if [[ " $links " == *" relinked "* ]]; then
-    "$@" "$BIN/conform.rsv" > "$W/$label.relinked" 2> "$W/$label.relinked.err"
+    "$@" "$BIN/conform.rsv" ${CONFORM_DEVS:+"$CONFORM_DEVS"} > "$W/$label.relinked" 2> "$W/$label.relinked.err"
+    echo $? > "$W/$label.relinked.rc"
     lap "$label relinked"
   fi
-  env LD_PRELOAD="$RSVERBS_LIB" "$@" "$BIN/conform" > "$W/$label.preload" 2> "$W/$label.preload.err"
+  env LD_PRELOAD="$RSVERBS_LIB" "$@" "$BIN/conform" ${CONFORM_DEVS:+"$CONFORM_DEVS"} > "$W/$label.preload" 2> "$W/$label.preload.err"
+  echo $? > "$W/$label.preload.rc"
   lap "$label preload"
   grep -h '^served-by' "$W/$label".*.err
   local n; n=$(wc -l < "$W/$label.ref")
   if [ "$n" -lt 100 ]; then fail "$label: reference produced only $n lines"; cat "$W/$label.ref.err" >&2; return; fi
+  # A run that stopped midway has fewer lines, each maybe identical: its
+  # exit status says so.
+  check "$label: the reference ran to its end (exit $(cat "$W/$label.ref.rc"))" [ "$(cat "$W/$label.ref.rc")" = 0 ]
   check "$label: reference served by libibverbs" grep -q 'served-by ibv_attach_mcast=libibverbs.so.1 ibv_detach_mcast=libibverbs.so.1 _ibv_query_gid_ex=libibverbs.so.1 ibv_query_gid=libibverbs.so.1 _ibv_query_gid_table=libibverbs.so.1' "$W/$label.ref.err"
   echo "conform: $label: rdma-core wrote past entry_size in $(grep -c '^overrun' "$W/$label.ref.err") cases"
   for m in $links; do
+    check "$label: $m ran to its end (exit $(cat "$W/$label.$m.rc"))" [ "$(cat "$W/$label.$m.rc")" = 0 ]
     check "$label: $m never writes past entry_size" sh -c "! grep '^overrun' $W/$label.$m.err"
 
     check "$label: $m served by librsverbs" grep -q 'served-by ibv_attach_mcast=librsverbs.so.1 ibv_detach_mcast=librsverbs.so.1 _ibv_query_gid_ex=librsverbs.so.1 ibv_query_gid=librsverbs.so.1 _ibv_query_gid_table=librsverbs.so.1' "$W/$label.$m.err"

@@ -517,13 +517,20 @@ static void die(const char *what)
 	exit(2);
 }
 
-static struct ibv_qp *new_qp(struct side *sd, enum ibv_qp_type t, enum ibv_qp_state state)
+static struct ibv_qp *new_qp(struct side *sd, enum ibv_qp_type t, enum ibv_qp_state state, int slot)
 {
 	struct ibv_qp_init_attr ia = {
 		.send_cq = sd->cq, .recv_cq = sd->cq, .qp_type = t,
 		.cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
 	};
 	struct ibv_qp *qp = ibv_create_qp(sd->pd, &ia);
+	/* A provider without RC or UC QPs (the test bed's sib: UD only): a UD
+	 * QP in that slot, named so (the same in both libraries' runs). */
+	if (!qp && errno == EOPNOTSUPP && t != IBV_QPT_UD) {
+		ia.qp_type = IBV_QPT_UD;
+		qp = ibv_create_qp(sd->pd, &ia);
+		qp_names[slot] = t == IBV_QPT_RC ? "ud-for-rc" : "ud-for-uc";
+	}
 	if (!qp)
 		die("ibv_create_qp");
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1, .qkey = 0x11 };
@@ -555,12 +562,12 @@ static void open_twins(const char *name)
 		sd->cq = ibv_create_cq(sd->ctx, 16, NULL, NULL, 0);
 		if (!sd->pd || !sd->cq)
 			die("pd/cq");
-		sd->qp[0] = new_qp(sd, IBV_QPT_UD, IBV_QPS_RESET);
-		sd->qp[1] = new_qp(sd, IBV_QPT_UD, IBV_QPS_INIT);
-		sd->qp[2] = new_qp(sd, IBV_QPT_UD, IBV_QPS_RTS);
-		sd->qp[3] = new_qp(sd, IBV_QPT_UD, IBV_QPS_RESET);
-		sd->qp[4] = new_qp(sd, IBV_QPT_RC, IBV_QPS_RESET);
-		sd->qp[5] = new_qp(sd, IBV_QPT_UC, IBV_QPS_RESET);
+		sd->qp[0] = new_qp(sd, IBV_QPT_UD, IBV_QPS_RESET, 0);
+		sd->qp[1] = new_qp(sd, IBV_QPT_UD, IBV_QPS_INIT, 1);
+		sd->qp[2] = new_qp(sd, IBV_QPT_UD, IBV_QPS_RTS, 2);
+		sd->qp[3] = new_qp(sd, IBV_QPT_UD, IBV_QPS_RESET, 3);
+		sd->qp[4] = new_qp(sd, IBV_QPT_RC, IBV_QPS_RESET, 4);
+		sd->qp[5] = new_qp(sd, IBV_QPT_UC, IBV_QPS_RESET, 5);
 	}
 	/* rsverbs caches a route per context in slots indexed by cmd_fd % 256:
 	 * give the second device's rsverbs twin an fd in the first one's slot,

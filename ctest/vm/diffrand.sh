@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Differential random test, in the guest: diffrand.c applies the same random
 # attach/detach/query_gid_ex operations, then query_gid and query_gid_table
-# ones (a quarter as many), to twin objects on rxe0 and rxe1,
+# ones (a quarter as many), to twin objects on rxe0 and rxe1 (DIFFRAND_DEVS:
+# sib0 sib1 in make check-sib's InfiniBand cell),
 # through rdma-core and through rsverbs (dlopen'ed), and compares return
 # value, errno and the entry buffer of every call. Each operation is one
 # PASS line in the results (written by diffrand itself), each divergence one
@@ -30,7 +31,7 @@ run_seed() {
     [ -n "$ops_override" ] && ops=$ops_override
     out=$W/$mode.$seed.out err=$W/$mode.$seed.err rc=0
     timeout -k 5 "$TMO" "${wrap[@]}" "$BIN/diffrand" --lib "$RSVERBS_LIB" "${fb[@]}" --label "$mode" \
-      --seed "$seed" --ops "$ops" --results "$RESULTS_DIR/$SUITE.results" rxe0 rxe1 > "$out" 2> "$err" || rc=$?
+      --seed "$seed" --ops "$ops" --results "$RESULTS_DIR/$SUITE.results" ${DIFFRAND_DEVS:-rxe0 rxe1} > "$out" 2> "$err" || rc=$?
     runs=$((runs + 1))
     grep -v '^served-by' "$out"
     n=$(sed -n "s/^$mode: seed [0-9]*: \([0-9]*\) ops in .*/\1/p" "$out")
