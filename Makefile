@@ -362,7 +362,7 @@ faults: deps all
 # tools (ctest/vm/sib.sh); .ci/run runs it every commit.
 check-sib: deps all
 	rm -f ctest/out/sib/*.results
-	RSVERBS_SIB=1 RSVERBS_SUITES=sib RSVERBS_VM_OUT=$(CURDIR)/ctest/out/sib RSVERBS_VM_TIMEOUT=900 ctest/vm_suite.sh; st=$$?; \
+	RSVERBS_SIB=1 RSVERBS_SUITES="sib sibswitch" RSVERBS_VM_OUT=$(CURDIR)/ctest/out/sib RSVERBS_VM_TIMEOUT=900 ctest/vm_suite.sh; st=$$?; \
 	  ctest/summary.sh ctest/out/sib; exit $$st
 
 # Real clients (mckey, perftest, our relinked example) with and without rsverbs.
