@@ -85,8 +85,14 @@ else
       ip netns exec $NS ip link set lo up 2> "$W/ipoib.err"; then
     pass "IPoIB: ib0 (sib0) 10.77.0.1, ib1 (sib1) 10.77.0.2"
     check "IPoIB ping across the switch (the broadcast group's MFT: ARP)" wait_until 60 ping -c 1 -W 2 10.77.0.2
-    # mft_ports MLID: the port-mask columns of ibroute -M for MLID (x: set; ports 0, 1, 2).
-    mft_ports() { timeout 30 ibroute -C sib0 -P 1 -M "$swlid" 2>/dev/null | sed -n "s/^0x$1 \{6\}//p" | head -1; }
+    # mft_ports MLID: the ports ibroute -M marks for MLID (its columns:
+    # two characters a port, "x " where the mask has it), e.g. "1 2".
+    mft_ports() {
+      local m p out=
+      m=$(timeout 30 ibroute -C sib0 -P 1 -M "$swlid" 2>/dev/null | sed -n "s/^0x$1 \{6\}//p" | head -1)
+      for p in 0 1 2; do [ "${m:$((2 * p)):1}" = x ] && out="$out${out:+ }$p"; done
+      echo "$out"
+    }
     mft_is() { [ "$(mft_ports "$1")" = "$2" ]; }
     G=239.77.20.20 GM=ff12:4001:ffff::f4d:1414
     coproc KEEP { exec "$BIN/member" sib0 ib0 10.77.0.1 hold full rdmacm $G 2>&1; }
@@ -96,7 +102,7 @@ else
     mlid=$(grep -A1 "MGID\.*$GM\$" "$W/sa.keep" | sed -n 's/.*Mlid\.*0x\([0-9A-Fa-f]*\)$/\1/p' | head -1 | tr 'A-F' 'a-f')
     check "librdmacm holds $G on sib0: the SA has $GM with an MLID (0x$mlid)" bash -c "[ $kept = 1 ] && [ -n '$mlid' ]"
     mlid=$(printf %04x "0x${mlid:-0}")
-    check "ibroute -M: the MFT sends MLID 0x$mlid to the member's port 1 alone" wait_until 30 mft_is "$mlid" " x "
+    check "ibroute -M: the MFT sends MLID 0x$mlid to the member's port 1 alone" wait_until 30 mft_is "$mlid" 1
     timeout 30 ibroute -C sib0 -P 1 -M "$swlid" > "$W/ibroute.M" 2>&1; show "ibroute -M $swlid" "$W/ibroute.M"
     if ! cc -O2 -Wall -Werror -o "$W/sibdata" "$ROOT/testbed/sib/sibdata.c" -libverbs 2> "$W/cc.err"; then
       fail "sibdata.c does not build: $(cat "$W/cc.err")"
@@ -122,13 +128,13 @@ else
       rp=$!
       wait_until 20 grep -q '^ready' "$W/recv.join"
       check "... with RSVERBS_MCAST_FABRICJOIN=1 (rsverbs joined at the SA): the MFT sends 0x$mlid to ports 1 and 2" \
-        wait_until 30 mft_is "$mlid" " xx"
+        wait_until 30 mft_is "$mlid" "1 2"
       timeout 60 mckey -b 10.77.0.1 -m $G -s -C 5 > "$W/mckey.send2" 2>&1; sst=$?
       wait "$rp"; rst=$?
       show "recv (FABRICJOIN=1)" "$W/recv.join"; show "mckey -s" "$W/mckey.send2"
       check "... and its twin with the join got all 5 of mckey's datagrams (exit $rst, $sst)" \
         bash -c "[ $rst = 0 ] && [ $sst = 0 ] && grep -qx 'done 5' '$W/recv.join'"
-      check "... after its leave the MFT names port 1 alone again" wait_until 30 mft_is "$mlid" " x "
+      check "... after its leave the MFT names port 1 alone again" wait_until 30 mft_is "$mlid" 1
     fi
     echo >&"${KEEP[1]}" 2>/dev/null; wait "$KEEP_PID" 2>/dev/null
     ip netns del $NS 2>/dev/null
