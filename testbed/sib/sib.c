@@ -62,6 +62,7 @@
 #include <linux/spinlock.h>
 #include <linux/scatterlist.h>
 #include <linux/overflow.h>
+#include <asm/unaligned.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/ib_umem.h>
 #include <rdma/ib_mad.h>
@@ -1348,13 +1349,17 @@ static enum ib_port_state sib_port_now(struct sib_dev *sd, u16 *lid, u8 *lmc)
 	return state;
 }
 
-/* Deliver pkt to the port of dst: to its QP, or to its attached QPs. */
-static void sib_deliver(struct sib_dev *dst, const struct sib_pkt *pkt)
+/*
+ * Deliver pkt to the port of dst: to its QP, or to its attached QPs.  self:
+ * the sending port's own loopback (never the wire), where a directed-route
+ * SMP is not taken and a multicast datagram skips the sending QP.
+ */
+static void sib_deliver(struct sib_dev *dst, const struct sib_pkt *pkt,
+			bool self)
 {
 	struct sib_mcast *m;
 	struct sib_qp *qp;
 	unsigned long flags;
-	bool self = dst == pkt->from;
 	bool smp = pkt->dest_qpn == 0;
 	enum ib_port_state state;
 	u16 lid;
@@ -1399,6 +1404,446 @@ to_qp:
 	xa_unlock(&dst->qp_xa);
 }
 
+/* ---- the switch (switch=1) ---------------------------------------------- */
+
+/*
+ * With switch=1 the cable runs through an emulated switch node (NodeType 2,
+ * IBA 14.2.5.3): its port 1 is linked to sib0's port, its port 2 to sib1's,
+ * port 0 is its management port (a base SP0, IBA 14.2.5.4 EnhancedPort0 0).
+ * Its SMA answers the SMPs that reach it; directed-route SMPs are forwarded
+ * hop by hop (IBA 14.2.2); every other packet is forwarded by the tables
+ * the SM programs: unicast by the LinearForwardingTable, multicast by the
+ * MulticastForwardingTable, never back out of the port it came in by.
+ * What the tables do not name is dropped and counted (switch_drops).
+ */
+#define SIB_SW_PORTS		2	/* external ports 1 and 2 */
+#define SIB_SW_LFT_CAP		1024	/* LinearFDBCap: 16 blocks of 64 */
+#define SIB_SW_MFT_CAP		1024	/* MulticastFDBCap: 32 blocks of 32 */
+#define SIB_SW_GUID		(SIB_GUID_BASE | 0x0f00)
+#define SIB_SW_NO_PORT		0xff	/* an LFT entry that names no port */
+
+struct sib_sw_port {		/* an external port's PortInfo, as set */
+	enum ib_port_state state;
+	enum ib_port_phys_state phys_state;
+	u8 neighbor_mtu;
+	u8 op_vls;
+};
+
+struct sib_switch {
+	spinlock_t lock;	/* everything but ca[] */
+	struct sib_sw_port port[SIB_SW_PORTS + 1];	/* [0]: port 0's state */
+	/* Port 0's PortInfo: the switch's own LID and what the SM set. */
+	u16 lid;
+	u16 sm_lid;
+	u8 lmc;
+	u8 sm_sl;
+	u8 subnet_timeout;
+	__be64 mkey;		/* kept, never enforced */
+	__be64 gid_prefix;
+	u16 pkeys[SIB_PKEY_TBL_LEN];
+	/* SwitchInfo (IBA 14.2.5.4) */
+	u16 lft_top;
+	u16 mft_top;
+	u8 def_port;
+	u8 def_mcast_pri;
+	u8 def_mcast_not;
+	u8 life_time;		/* LifeTimeValue, 5 bits */
+	bool port_state_change;	/* PortStateChange */
+	u8 lft[SIB_SW_LFT_CAP];		/* LID -> port */
+	u16 mft[SIB_SW_MFT_CAP];	/* MLID - 0xc000 -> port mask */
+	struct sib_dev *ca[SIB_SW_PORTS + 1];	/* port -> CA; sib_cable_lock */
+};
+
+static struct sib_switch sib_sw;
+static bool sib_switch_on;
+module_param_named(switch, sib_switch_on, bool, 0444);
+MODULE_PARM_DESC(switch,
+		 "1: an emulated switch between sib0 (its port 1) and sib1 (its port 2), forwarding by the tables the SM programs; 0: back to back (the default)");
+static unsigned long sib_sw_drops;	/* sib_sw.lock */
+module_param_named(switch_drops, sib_sw_drops, ulong, 0444);
+MODULE_PARM_DESC(switch_drops,
+		 "packets the switch dropped: no port in its forwarding tables, only the ingress port, or a port not ACTIVE");
+
+static void sib_sw_init(void)
+{
+	struct sib_switch *sw = &sib_sw;
+	int i;
+
+	spin_lock_init(&sw->lock);
+	for (i = 0; i <= SIB_SW_PORTS; i++) {
+		/* Port 0 is always up; the links train at load. */
+		sw->port[i].state = i && !fixed_lids ? IB_PORT_INIT : IB_PORT_ACTIVE;
+		sw->port[i].phys_state = IB_PORT_PHYS_STATE_LINK_UP;
+		sw->port[i].neighbor_mtu = IB_MTU_4096;
+		sw->port[i].op_vls = 1;
+	}
+	sw->pkeys[0] = 0xffff;
+	sw->gid_prefix = cpu_to_be64(0xfe80000000000000ULL);
+	memset(sw->lft, SIB_SW_NO_PORT, sizeof(sw->lft));
+	if (fixed_lids) {	/* sib0 LID 1 at port 1, sib1 LID 2 at port 2 */
+		sw->lid = 3;
+		sw->sm_lid = 1;
+		sw->lft[1] = 1;
+		sw->lft[2] = 2;
+		sw->lft[3] = 0;
+		sw->lft_top = 3;
+	}
+}
+
+/* The cable: both links down (Polling) or trained again (INIT). */
+static void sib_sw_cable(bool up)
+{
+	struct sib_switch *sw = &sib_sw;
+	unsigned long flags;
+	int i;
+
+	spin_lock_irqsave(&sw->lock, flags);
+	for (i = 1; i <= SIB_SW_PORTS; i++) {
+		struct sib_sw_port *p = &sw->port[i];
+
+		if (!up && p->state != IB_PORT_DOWN) {
+			p->state = IB_PORT_DOWN;
+			p->phys_state = IB_PORT_PHYS_STATE_POLLING;
+			sw->port_state_change = true;
+		} else if (up && p->state == IB_PORT_DOWN) {
+			p->phys_state = IB_PORT_PHYS_STATE_LINK_UP;
+			p->state = fixed_lids ? IB_PORT_ACTIVE : IB_PORT_INIT;
+			sw->port_state_change = true;
+		}
+	}
+	spin_unlock_irqrestore(&sw->lock, flags);
+}
+
+static bool sib_lid_is(u16 lid, u8 lmc, u16 dlid)
+{
+	return lid && (dlid & ~((1u << lmc) - 1)) == lid;
+}
+
+/* IBA 14.2.5.6 PortInfo of switch port n (0: the management port). */
+static void sib_sw_port_info_locked(struct sib_switch *sw, int n, int in, u8 *data)
+{
+	struct ib_port_info *pi = (struct ib_port_info *)data;
+	struct sib_sw_port *p = &sw->port[n];
+
+	if (!n) {	/* the switch's own addresses live in port 0's */
+		pi->mkey = sw->mkey;
+		pi->gid_prefix = sw->gid_prefix;
+		pi->lid = cpu_to_be16(sw->lid);
+		pi->sm_lid = cpu_to_be16(sw->sm_lid);
+		pi->cap_mask = cpu_to_be32(IB_PORT_SYS_IMAGE_GUID_SUP);
+		pi->mkeyprot_resv_lmc = sw->lmc;
+		pi->neighbormtu_mastersmsl = (p->neighbor_mtu << 4) | sw->sm_sl;
+		pi->clientrereg_resv_subnetto = sw->subnet_timeout;
+	} else {
+		pi->neighbormtu_mastersmsl = p->neighbor_mtu << 4;
+	}
+	pi->local_port_num = in;	/* the port the SMP came in by */
+	pi->link_width_enabled = 2;		/* 4X */
+	pi->link_width_supported = 3;		/* 1X, 4X */
+	pi->link_width_active = 2;
+	pi->linkspeed_portstate = (7 << 4) | p->state;
+	pi->portphysstate_linkdown = (p->phys_state << 4) | 2;
+	pi->linkspeedactive_enabled = (4 << 4) | 7;
+	pi->vlcap_inittype = 1 << 4;		/* VL0 only */
+	pi->inittypereply_mtucap = IB_MTU_4096;
+	pi->vlstallcnt_hoqlife = 0x1f;
+	pi->operationalvl_pei_peo_fpi_fpo = p->op_vls << 4;
+	pi->guid_cap = 1;
+}
+
+/* Set(PortInfo) of switch port n, all or nothing; returns the MAD status. */
+static u16 sib_sw_set_port_info_locked(struct sib_switch *sw, int n, const u8 *data)
+{
+	const struct ib_port_info *pi = (const struct ib_port_info *)data;
+	struct sib_sw_port *p = &sw->port[n];
+	u8 state = pi->linkspeed_portstate & 0xf;
+	u16 lid = be16_to_cpu(pi->lid), sm_lid = be16_to_cpu(pi->sm_lid);
+
+	if (state > IB_PORT_ACTIVE)
+		return IB_MGMT_MAD_STATUS_INVALID_ATTRIB_VALUE;
+	if (n) {	/* an external port: the link state machine (IBA 7.2) */
+		if ((state == IB_PORT_ARMED && p->state != IB_PORT_INIT &&
+		     p->state != IB_PORT_ARMED) ||
+		    (state == IB_PORT_ACTIVE && p->state != IB_PORT_ARMED &&
+		     p->state != IB_PORT_ACTIVE))
+			return IB_MGMT_MAD_STATUS_INVALID_ATTRIB_VALUE;
+		if (p->state == IB_PORT_DOWN && state != IB_PORT_NOP)
+			return IB_MGMT_MAD_STATUS_INVALID_ATTRIB_VALUE;
+		if (state == IB_PORT_DOWN)
+			p->state = IB_PORT_INIT;	/* the link trains again */
+		else if (state != IB_PORT_NOP)
+			p->state = state;
+	} else {
+		/* Base SP0: its state follows no link; its LID is the switch's. */
+		if (lid >= 0xc000 || sm_lid >= 0xc000)
+			return IB_MGMT_MAD_STATUS_INVALID_ATTRIB_VALUE;
+		sw->lid = lid;
+		sw->lmc = pi->mkeyprot_resv_lmc & 7;
+		sw->sm_lid = sm_lid;
+		sw->sm_sl = pi->neighbormtu_mastersmsl & 0xf;
+		sw->mkey = pi->mkey;
+		sw->gid_prefix = pi->gid_prefix;
+		sw->subnet_timeout = pi->clientrereg_resv_subnetto & 0x1f;
+	}
+	if (pi->neighbormtu_mastersmsl >> 4)
+		p->neighbor_mtu = pi->neighbormtu_mastersmsl >> 4;
+	if (pi->operationalvl_pei_peo_fpi_fpo >> 4)
+		p->op_vls = pi->operationalvl_pei_peo_fpi_fpo >> 4;
+	return 0;
+}
+
+/* IBA 14.2.5.4 SwitchInfo: the 20 bytes it has. */
+static void sib_sw_info_locked(struct sib_switch *sw, u8 *d)
+{
+	put_unaligned_be16(SIB_SW_LFT_CAP, d + 0);	/* LinearFDBCap */
+	put_unaligned_be16(0, d + 2);			/* RandomFDBCap */
+	put_unaligned_be16(SIB_SW_MFT_CAP, d + 4);	/* MulticastFDBCap */
+	put_unaligned_be16(sw->lft_top, d + 6);		/* LinearFDBTop */
+	d[8] = sw->def_port;
+	d[9] = sw->def_mcast_pri;
+	d[10] = sw->def_mcast_not;
+	d[11] = (sw->life_time << 3) | (sw->port_state_change << 2);
+	put_unaligned_be16(1, d + 12);			/* LIDsPerPort */
+	put_unaligned_be16(0, d + 14);			/* PartitionEnforcementCap */
+	d[16] = 0;	/* no enforcement or filtering, base SP0 */
+	put_unaligned_be16(sw->mft_top, d + 18);	/* MulticastFDBTop */
+}
+
+static u16 sib_sw_set_info_locked(struct sib_switch *sw, const u8 *d)
+{
+	u16 top = get_unaligned_be16(d + 6);
+
+	if (top >= SIB_SW_LFT_CAP)
+		return IB_MGMT_MAD_STATUS_INVALID_ATTRIB_VALUE;
+	sw->lft_top = top;
+	sw->def_port = d[8];
+	sw->def_mcast_pri = d[9];
+	sw->def_mcast_not = d[10];
+	sw->life_time = d[11] >> 3;
+	if (d[11] & 4)		/* PortStateChange: cleared by writing 1 */
+		sw->port_state_change = false;
+	sw->mft_top = get_unaligned_be16(d + 18);
+	return 0;
+}
+
+/*
+ * The switch's SMA: answers smp in place (the request turned into its
+ * GetResp).  false: nothing to answer (not a Get or Set).
+ */
+static bool sib_sw_sma_locked(struct sib_switch *sw, int in, struct ib_smp *smp)
+{
+	bool set = smp->method == IB_MGMT_METHOD_SET;
+	u32 mod = be32_to_cpu(smp->attr_mod);
+	u8 req[IB_SMP_DATA_SIZE];
+	u16 status = 0;
+	u32 i, b;
+
+	if (smp->method != IB_MGMT_METHOD_GET && !set)
+		return false;
+	memcpy(req, smp->data, sizeof(req));
+	memset(smp->data, 0, sizeof(smp->data));
+	smp->method = IB_MGMT_METHOD_GET_RESP;
+	if (smp->base_version != 1 || smp->class_version != 1) {
+		status = IB_MGMT_MAD_STATUS_BAD_VERSION;
+		goto out;
+	}
+	switch (smp->attr_id) {
+	case IB_SMP_ATTR_NODE_DESC:
+		if (set)
+			status = IB_MGMT_MAD_STATUS_UNSUPPORTED_METHOD_ATTRIB;
+		else
+			strscpy(smp->data, "rsverbs sib switch", IB_DEVICE_NODE_DESC_MAX);
+		break;
+	case IB_SMP_ATTR_NODE_INFO: {
+		struct ib_node_info *ni = (struct ib_node_info *)smp->data;
+
+		if (set) {
+			status = IB_MGMT_MAD_STATUS_UNSUPPORTED_METHOD_ATTRIB;
+			break;
+		}
+		ni->base_version = 1;
+		ni->class_version = 1;
+		ni->node_type = RDMA_NODE_IB_SWITCH;
+		ni->num_ports = SIB_SW_PORTS;
+		ni->sys_guid = cpu_to_be64(SIB_SW_GUID);
+		ni->node_guid = cpu_to_be64(SIB_SW_GUID);
+		ni->port_guid = cpu_to_be64(SIB_SW_GUID);	/* port 0's, every port's */
+		ni->partition_cap = cpu_to_be16(SIB_PKEY_TBL_LEN);
+		ni->local_port_num = in;
+		break;
+	}
+	case IB_SMP_ATTR_SWITCH_INFO:
+		if (set)
+			status = sib_sw_set_info_locked(sw, req);
+		sib_sw_info_locked(sw, smp->data);
+		break;
+	case IB_SMP_ATTR_GUID_INFO:
+		if (mod)
+			status = IB_MGMT_MAD_STATUS_INVALID_ATTRIB_VALUE;
+		else
+			put_unaligned_be64(SIB_SW_GUID, smp->data);
+		break;
+	case IB_SMP_ATTR_PORT_INFO:
+		if (mod > SIB_SW_PORTS) {
+			status = IB_MGMT_MAD_STATUS_INVALID_ATTRIB_VALUE;
+			break;
+		}
+		if (set)
+			status = sib_sw_set_port_info_locked(sw, mod, req);
+		sib_sw_port_info_locked(sw, mod, in, smp->data);
+		break;
+	case IB_SMP_ATTR_PKEY_TABLE:
+		/* AttributeModifier: port << 16 | block (IBA 14.2.5.7); one
+		 * table, port 0's: PartitionEnforcementCap 0. */
+		if ((mod & 0xffff) || (mod >> 16) > SIB_SW_PORTS) {
+			status = IB_MGMT_MAD_STATUS_INVALID_ATTRIB_VALUE;
+			break;
+		}
+		for (i = 0; i < SIB_PKEY_TBL_LEN; i++) {
+			if (set && !(mod >> 16))
+				sw->pkeys[i] = get_unaligned_be16(req + 2 * i);
+			put_unaligned_be16(sw->pkeys[i], smp->data + 2 * i);
+		}
+		break;
+	case IB_SMP_ATTR_SL_TO_VL_TABLE:
+	case IB_SMP_ATTR_VL_ARB_TABLE:
+		break;	/* every SL on VL0 */
+	case IB_SMP_ATTR_LINEAR_FORWARD_TABLE:
+		/* AttributeModifier: the block of 64 LIDs (IBA 14.2.5.10). */
+		if (mod >= SIB_SW_LFT_CAP / 64) {
+			status = IB_MGMT_MAD_STATUS_INVALID_ATTRIB_VALUE;
+			break;
+		}
+		if (set)
+			memcpy(sw->lft + mod * 64, req, 64);
+		memcpy(smp->data, sw->lft + mod * 64, 64);
+		break;
+	case IB_SMP_ATTR_MCAST_FORWARD_TABLE:
+		/* AttributeModifier: bits 31-28 the position (which 16 ports
+		 * of the mask), bits 8-0 the block of 32 MLIDs from 0xc000
+		 * (IBA 14.2.5.12).  Ports 0-2: position 0 only. */
+		b = mod & 0x1ff;
+		if ((mod >> 28) || b >= SIB_SW_MFT_CAP / 32) {
+			status = IB_MGMT_MAD_STATUS_INVALID_ATTRIB_VALUE;
+			break;
+		}
+		for (i = 0; i < 32; i++) {
+			if (set)
+				sw->mft[b * 32 + i] = get_unaligned_be16(req + 2 * i) &
+						      GENMASK(SIB_SW_PORTS, 0);
+			put_unaligned_be16(sw->mft[b * 32 + i], smp->data + 2 * i);
+		}
+		break;
+	default:	/* SMInfo too: no SM on the switch */
+		status = IB_MGMT_MAD_STATUS_UNSUPPORTED_METHOD_ATTRIB;
+	}
+out:
+	smp->status = cpu_to_be16(status);
+	if (smp->mgmt_class == IB_MGMT_CLASS_SUBN_DIRECTED_ROUTE)
+		smp->status |= IB_SMP_DIRECTION;
+	return true;
+}
+
+/*
+ * A directed-route SMP at switch port in (IBA 14.2.2.2-3, C14-9 outbound and
+ * C14-13 returning; the kernel's smi.c has the same rules for an HCA).  The
+ * hop pointer and the return path are updated in place; answered here at
+ * the end of its path.  Returns the egress port, or -1 to drop it.
+ */
+static int sib_sw_dr_locked(struct sib_switch *sw, int in, struct ib_smp *smp)
+{
+	u8 h = smp->hop_ptr, n = smp->hop_cnt;
+
+	if (!n || n >= IB_SMP_MAX_PATH_HOPS)
+		return -1;
+	if (!(smp->status & IB_SMP_DIRECTION)) {
+		if (h >= 1 && h < n) {		/* C14-9:2, an intermediate hop */
+			smp->return_path[h] = in;
+			smp->hop_ptr = ++h;
+			return smp->initial_path[h];
+		}
+		/* C14-9:3-4, the end of the path: to the SMA (the LID-routed
+		 * part of a DR SMP, a DR DLID not permissive, is not kept). */
+		if (h != n || smp->dr_dlid != IB_LID_PERMISSIVE)
+			return -1;
+		smp->return_path[h] = in;
+		if (!sib_sw_sma_locked(sw, in, smp))
+			return -1;
+		/* C14-13:1: the answer leaves by the port the request came by */
+		smp->hop_ptr = h;
+		return smp->return_path[h];
+	}
+	if (h >= 2 && h <= n) {			/* C14-13:2 */
+		smp->hop_ptr = --h;
+		return smp->return_path[h];
+	}
+	return -1;
+}
+
+static int sib_sw_lft_locked(struct sib_switch *sw, u16 dlid)
+{
+	return dlid < SIB_SW_LFT_CAP && dlid <= sw->lft_top ? sw->lft[dlid] : -1;
+}
+
+/*
+ * A packet from CA sd into the switch; sib_cable_lock held (sw->ca[]).  An
+ * SMP answered by the switch's SMA is turned into its answer in place.
+ */
+static void sib_sw_xmit(struct sib_dev *sd, struct sib_pkt *pkt)
+{
+	struct sib_switch *sw = &sib_sw;
+	int in = sd->index + 1, out = -1, p;
+	bool dr = false;
+	unsigned long flags, mask = 0;
+
+	spin_lock_irqsave(&sw->lock, flags);
+	if (pkt->src_qpn == 0 && pkt->dest_qpn == 0) {
+		/* SMPs (VL15) flow from INIT on (IBA 7.2). */
+		struct ib_smp *smp = (struct ib_smp *)pkt->data;
+
+		if (sw->port[in].state < IB_PORT_INIT || pkt->len < sizeof(*smp))
+			goto count;
+		if (smp->mgmt_class == IB_MGMT_CLASS_SUBN_DIRECTED_ROUTE) {
+			dr = true;	/* may leave by its ingress port */
+			out = sib_sw_dr_locked(sw, in, smp);
+		} else if (sib_lid_is(sw->lid, sw->lmc, pkt->dlid)) {
+			if (!sib_sw_sma_locked(sw, in, smp))
+				goto count;
+			pkt->dlid = pkt->slid;
+			pkt->slid = sw->lid;
+			in = 0;		/* the answer comes from port 0 */
+			out = sib_sw_lft_locked(sw, pkt->dlid);
+		} else {
+			out = sib_sw_lft_locked(sw, pkt->dlid);
+		}
+		if (out >= 1 && out <= SIB_SW_PORTS && (dr || out != in) &&
+		    sw->port[out].state >= IB_PORT_INIT)
+			mask = BIT(out);
+	} else if (sw->port[in].state == IB_PORT_ACTIVE) {
+		if (sib_mcast_lid(pkt->dlid)) {
+			if (pkt->dlid - 0xc000 < SIB_SW_MFT_CAP)
+				mask = sw->mft[pkt->dlid - 0xc000];
+		} else {
+			out = sib_sw_lft_locked(sw, pkt->dlid);
+			if (out >= 1 && out <= SIB_SW_PORTS)
+				mask = BIT(out);
+		}
+		/* Never back out of the ingress port, nor to port 0 (no
+		 * receiver of data there); only an ACTIVE port sends. */
+		mask &= GENMASK(SIB_SW_PORTS, 1) & ~BIT(in);
+		for (p = 1; p <= SIB_SW_PORTS; p++)
+			if (sw->port[p].state != IB_PORT_ACTIVE)
+				mask &= ~BIT(p);
+	}
+count:
+	if (!mask)
+		sib_sw_drops++;
+	spin_unlock_irqrestore(&sw->lock, flags);
+	for_each_set_bit(p, &mask, SIB_SW_PORTS + 1)
+		if (sw->ca[p])
+			sib_deliver(sw->ca[p], pkt, false);
+}
+
 /* The sending device's work item: every queued packet onto the cable. */
 static void sib_xmit_work(struct work_struct *w)
 {
@@ -1421,12 +1866,16 @@ static void sib_xmit_work(struct work_struct *w)
 		state = sib_port_now(sd, &lid, &lmc);
 		if (state == IB_PORT_ACTIVE ||
 		    (pkt->src_qpn == 0 && state >= IB_PORT_INIT)) {
+			/* Loopback first (own LID, or multicast): the switch
+			 * may turn an SMP into its answer in place. */
+			sib_deliver(sd, pkt, true);
 			spin_lock(&sib_cable_lock);
 			peer = sd->peer;
 			if (peer)
-				sib_deliver(peer, pkt);
+				sib_deliver(peer, pkt, false);
+			else if (sib_switch_on && !sib_lid_is(lid, lmc, pkt->dlid))
+				sib_sw_xmit(sd, pkt);
 			spin_unlock(&sib_cable_lock);
-			sib_deliver(sd, pkt);	/* loopback: own LID, or multicast */
 		}
 		kfree(pkt);
 	}
@@ -1825,6 +2274,8 @@ static int sib_cable_set(const char *val, const struct kernel_param *kp)
 	for (i = 0; i < SIB_NDEV; i++)
 		if (sib_devs[i])
 			sib_cable_apply(sib_devs[i], up);
+	if (sib_switch_on)
+		sib_sw_cable(up);
 	mutex_unlock(&sib_cable_mutex);
 	return 0;
 }
@@ -1925,6 +2376,7 @@ static void sib_teardown(void)
 	for (i = 0; i < SIB_NDEV; i++)
 		if (sib_devs[i])
 			sib_devs[i]->peer = NULL;
+	memset(sib_sw.ca, 0, sizeof(sib_sw.ca));
 	spin_unlock(&sib_cable_lock);
 	/* No event after this one: the core is about to forget the device. */
 	for (i = 0; i < SIB_NDEV; i++) {
@@ -1956,6 +2408,7 @@ static int __init sib_init(void)
 		cable = true;
 	}
 
+	sib_sw_init();
 	sib_wq = alloc_workqueue("sib", WQ_UNBOUND, 0);
 	if (!sib_wq)
 		return -ENOMEM;
@@ -1971,16 +2424,22 @@ static int __init sib_init(void)
 			return err;
 		}
 	}
-	/* The cable between the two ports. */
+	/* The cable between the two ports, or through the switch. */
 	spin_lock(&sib_cable_lock);
-	sib_devs[0]->peer = sib_devs[1];
-	sib_devs[1]->peer = sib_devs[0];
+	if (sib_switch_on) {
+		for (i = 0; i < SIB_NDEV; i++)
+			sib_sw.ca[i + 1] = sib_devs[i];
+	} else {
+		sib_devs[0]->peer = sib_devs[1];
+		sib_devs[1]->peer = sib_devs[0];
+	}
 	spin_unlock(&sib_cable_lock);
 	mutex_unlock(&sib_cable_mutex);
-	pr_info("sib: %s and %s registered (the UD data path and the SMA%s)\n",
+	pr_info("sib: %s and %s registered (the UD data path and the SMA%s%s)\n",
 		dev_name(&sib_devs[0]->ibdev.dev),
 		dev_name(&sib_devs[1]->ibdev.dev),
-		fixed_lids ? "; fixed LIDs 1 and 2, ACTIVE" : "");
+		fixed_lids ? "; fixed LIDs 1 and 2, ACTIVE" : "",
+		sib_switch_on ? "; a switch between them" : "");
 	return 0;
 }
 

@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# sib with its emulated switch (testbed/sib/sib.c, insmod sib.ko switch=1):
+# sib0's port on the switch's port 1, sib1's on its port 2. Run after
+# ctest/vm/sib.sh in the same boot (make check-sib). opensm on sib0 brings
+# both CA ports and the switch's ports ACTIVE; ibnetdiscover sees 1 switch
+# and 2 CAs; ibroute dumps the LFT the SM programmed (both CA LIDs) and,
+# once a librdmacm member holds a group, the MFT with the member's port.
+# Then the switch's rule that back to back could not show: a receiver on
+# sib1 that only attaches (sibdata recv, rdma-core alone) gets none of
+# mckey's datagrams from sib0 while nobody on sib1 joined (the switch drops
+# them: counted in switch_drops), and its twin with the fabric join
+# (librsverbs.so.1, RSVERBS_MCAST_FABRICJOIN=1) gets all 5.
+#
+#   RSVERBS_SIB=1 RSVERBS_SUITES=sibswitch testbed/vm.sh run -- bash ctest/guest_suite.sh
+set -uo pipefail
+export RESULTS_DIR=${RESULTS_DIR:-${RSVERBS_OUT:-$(cd "$(dirname "$0")/.." && pwd)/out}}
+source "$(dirname "$0")/../lib.sh"
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+W=$(mktemp -d)
+KO=/run/rsverbs/job/sib.ko
+S=/sys/class/infiniband
+P=/sys/module/sib/parameters
+BIN=${BIN:-$ROOT/ctest/out/bin}
+
+if [ "${RSVERBS_SIB:-0}" != 1 ]; then
+  echo "sibswitch: not run: this boot has no sib (RSVERBS_SIB=1 loads it)"
+  rm -f "$RESULTS_DIR/$SUITE.results"; rm -rf "$W"; exit 0
+fi
+show() { sed "s/^/  $1: /" "$2"; }
+OSM_GUID=0x0200005349420001
+SW_GUID=0x0200005349420f00
+osm_pid=
+osm_stop() { [ -z "$osm_pid" ] || { kill "$osm_pid" 2>/dev/null; wait "$osm_pid" 2>/dev/null; osm_pid=; }; }
+both_active() { [ "$(cat $S/sib0/ports/1/state $S/sib1/ports/1/state 2>/dev/null | tr '\n' ' ')" = "4: ACTIVE 4: ACTIVE " ]; }
+# sw_port_state N: the switch's port N's PortInfo LinkState, asked by a
+# directed route from sib0 (0,1: out of sib0's port 1, the switch).
+sw_port_state() { smpquery -C sib0 -P 1 -D portinfo 0,1 "$1" 2>/dev/null | sed -n 's/^LinkState:\.*//p'; }
+sw_active() { [ "$(sw_port_state 1)" = Active ] && [ "$(sw_port_state 2)" = Active ]; }
+drops() { cat $P/switch_drops; }
+
+dmesg_at=$(dmesg | wc -l)
+if ! command -v opensm > /dev/null || ! command -v ibroute > /dev/null; then
+  fail "no opensm or infiniband-diags in this userland"
+elif ! { ! lsmod | grep -q '^sib ' || rmmod sib; } || ! /run/rsverbs/modprobe ib_umad 2> "$W/modprobe.err" ||
+  ! insmod $KO switch=1 2> "$W/insmod.err" || ! wait_until 10 test -d $S/sib1; then
+  fail "insmod sib switch=1: $(cat "$W/modprobe.err" "$W/insmod.err" 2>/dev/null)"
+else
+  pass "insmod sib switch=1"
+  check "switch=1 reads back 1, switch_drops 0" [ "$(cat $P/switch) $(drops)" = "Y 0" ]
+  mkdir -p "$W/osm-cache" "$W/osm-dumps"
+  OSM_CACHE_DIR=$W/osm-cache opensm -g $OSM_GUID -f "$W/opensm.log" --dump_files_dir "$W/osm-dumps" > "$W/opensm.out" 2>&1 &
+  osm_pid=$!
+  if wait_until 120 both_active; then pass "opensm through the switch: sib0 and sib1 ACTIVE"; else fail "opensm: sib0 and sib1 not ACTIVE: $(cat $S/sib0/ports/1/state $S/sib1/ports/1/state | tr '\n' ' ')"; fi
+  check "opensm through the switch: the switch's ports 1 and 2 ACTIVE (PortInfo by directed route 0,1)" wait_until 60 sw_active
+  smpquery -C sib0 -P 1 -D nodeinfo 0,1 > "$W/sw.nodeinfo" 2>&1; show "smpquery nodeinfo 0,1" "$W/sw.nodeinfo"
+  check "the node at 0,1 is a switch with 2 ports, GUID $SW_GUID, entered by its port 1" bash -c \
+    "grep -q '^NodeType:.*Switch' '$W/sw.nodeinfo' && grep -q '^NumPorts:\.*2$' '$W/sw.nodeinfo' && grep -q '^Guid:\.*$SW_GUID$' '$W/sw.nodeinfo' && grep -q '^LocalPort:\.*1$' '$W/sw.nodeinfo'"
+  l0=$(($(cat $S/sib0/ports/1/lid))); l1=$(($(cat $S/sib1/ports/1/lid)))
+  timeout 60 ibnetdiscover -C sib0 -P 1 > "$W/ibnetdiscover" 2>&1; st=$?
+  show ibnetdiscover "$W/ibnetdiscover"
+  check "ibnetdiscover: 1 switch and 2 CAs (exit $st)" bash -c \
+    "[ $st = 0 ] && [ \$(grep -c '^Switch' '$W/ibnetdiscover') = 1 ] && [ \$(grep -c '^Ca' '$W/ibnetdiscover') = 2 ]"
+  swlid=$(sed -n 's/^Switch.*base port 0 lid \([0-9]*\).*/\1/p' "$W/ibnetdiscover" | head -1)
+  check "ibnetdiscover: sib0 on the switch's port 1, sib1 on its port 2" bash -c \
+    "grep -Eq '^\[1\].*\"H-0200005349420000\"\[1\]' '$W/ibnetdiscover' && grep -Eq '^\[2\].*\"H-0200005349420100\"\[1\]' '$W/ibnetdiscover'"
+  check "the switch has a LID of its own (${swlid:-none}), not a CA's ($l0, $l1)" \
+    bash -c "[ -n '$swlid' ] && [ '$swlid' != $l0 ] && [ '$swlid' != $l1 ]"
+  timeout 60 ibroute -C sib0 -P 1 "${swlid:-0}" > "$W/ibroute" 2>&1; st=$?
+  show "ibroute $swlid" "$W/ibroute"
+  check "ibroute (LID-routed SMPs to the switch's LID): the LFT sends sib0's LID $l0 out of port 1, sib1's $l1 out of port 2 (exit $st)" \
+    bash -c "[ $st = 0 ] && grep -Eq '^$(printf 0x%04x $l0) 001 ' '$W/ibroute' && grep -Eq '^$(printf 0x%04x $l1) 002 ' '$W/ibroute'"
+  timeout 60 ibv_ud_pingpong -d sib1 -n 100 -s 512 > "$W/udpp.server" 2>&1 &
+  srv=$!
+  wait_until 10 tcp_listening 18515
+  timeout 60 ibv_ud_pingpong -d sib0 -n 100 -s 512 127.0.0.1 > "$W/udpp.client" 2>&1; cst=$?
+  wait "$srv"; sst=$?
+  check "ibv_ud_pingpong sib0 -> sib1 through the switch's LFT (exit $cst, $sst)" bash -c "[ $cst = 0 ] && [ $sst = 0 ]"
+
+  # IPoIB (ib1 in a namespace of its own), then multicast by the MFT.
+  NS=sibswns
+  if /run/rsverbs/modprobe ib_ipoib && wait_until 10 test -e /sys/class/net/ib1 &&
+      ip netns add $NS && ip link set ib1 netns $NS &&
+      ip addr add 10.77.0.1/24 dev ib0 && ip link set ib0 up &&
+      ip netns exec $NS ip addr add 10.77.0.2/24 dev ib1 && ip netns exec $NS ip link set ib1 up &&
+      ip netns exec $NS ip link set lo up 2> "$W/ipoib.err"; then
+    pass "IPoIB: ib0 (sib0) 10.77.0.1, ib1 (sib1) 10.77.0.2"
+    check "IPoIB ping across the switch (the broadcast group's MFT: ARP)" wait_until 60 ping -c 1 -W 2 10.77.0.2
+    # mft_ports MLID: the ports ibroute -M marks for MLID (its columns:
+    # two characters a port, "x " where the mask has it), e.g. "1 2";
+    # empty when the MFT has no port for it; "error" when ibroute fails.
+    mft_ports() {
+      local d m p out=
+      d=$(timeout 30 ibroute -C sib0 -P 1 -M "$swlid" 2>/dev/null) || { echo error; return; }
+      m=$(sed -n "s/^0x$1 \{6\}//p" <<< "$d" | head -1)
+      for p in 0 1 2; do [ "${m:$((2 * p)):1}" = x ] && out="$out${out:+ }$p"; done
+      echo "$out"
+    }
+    mft_is() { [ "$(mft_ports "$1")" = "$2" ]; }
+    G=239.77.20.20 GM=ff12:4001:ffff::f4d:1414
+    coproc KEEP { exec "$BIN/member" sib0 ib0 10.77.0.1 hold full rdmacm $G 2>&1; }
+    kept=0
+    while read -r -t 30 l <&"${KEEP[0]}"; do [ "$l" = held ] && { kept=1; break; }; done
+    saquery --smkey 1 -C sib0 -m > "$W/sa.keep" 2>&1
+    mlid=$(grep -A1 "MGID\.*$GM\$" "$W/sa.keep" | sed -n 's/.*Mlid\.*0x\([0-9A-Fa-f]*\)$/\1/p' | head -1 | tr 'A-F' 'a-f')
+    check "librdmacm holds $G on sib0: the SA has $GM with an MLID (0x$mlid)" bash -c "[ $kept = 1 ] && [ -n '$mlid' ]"
+    mlid=$(printf %04x "0x${mlid:-0}")
+    # opensm programs no MFT entry for a group whose members are all
+    # behind one switch port: there is nothing to forward (seen here).
+    check "ibroute -M: sib0 the only member (behind port 1): the MFT names no port for 0x$mlid" mft_is "$mlid" ""
+    check "ibroute -M: the IPoIB broadcast group (both ports members): the MFT sends 0xc000 to ports 1 and 2" mft_is c000 "1 2"
+    timeout 30 ibroute -C sib0 -P 1 -M "$swlid" > "$W/ibroute.M" 2>&1; show "ibroute -M $swlid" "$W/ibroute.M"
+    if ! cc -O2 -Wall -Werror -o "$W/sibdata" "$ROOT/testbed/sib/sibdata.c" -libverbs 2> "$W/cc.err"; then
+      fail "sibdata.c does not build: $(cat "$W/cc.err")"
+    else
+      # The receiver on sib1 that only attaches: nobody on sib1 joined,
+      # the MFT names port 1 alone, the switch drops mckey's 5 datagrams
+      # (they came in by port 1) and counts them.
+      d0=$(drops)
+      ip netns exec $NS "$W/sibdata" recv sib1 $GM 0x$mlid 0x01234567 5 > "$W/recv.attach" 2>&1 &
+      rp=$!
+      wait_until 20 grep -q '^ready' "$W/recv.attach"
+      timeout 60 mckey -b 10.77.0.1 -m $G -s -C 5 > "$W/mckey.send1" 2>&1; sst=$?
+      check "... mckey -s from sib0 sent its 5 (exit $sst)" [ $sst = 0 ]
+      check "... and the switch dropped them: switch_drops rose by 5 or more (from $d0)" \
+        wait_until 10 bash -c "[ \$(cat $P/switch_drops) -ge $((d0 + 5)) ]"
+      wait "$rp"
+      show "recv (attach only)" "$W/recv.attach"; show "mckey -s" "$W/mckey.send1"
+      check "a receiver on sib1 that only attaches (no join at the SA) got 0 of mckey's datagrams through the switch" \
+        grep -qx 'done 0' "$W/recv.attach"
+      # Its twin with the fabric join: port 2 enters the MFT, all 5 arrive.
+      ip netns exec $NS env LD_PRELOAD="$RSVERBS_LIB" RSVERBS_MCAST_FABRICJOIN=1 RSVERBS_TRACE=1 \
+        "$W/sibdata" recv sib1 $GM 0x$mlid 0x01234567 5 > "$W/recv.join" 2>&1 &
+      rp=$!
+      wait_until 20 grep -q '^ready' "$W/recv.join"
+      check "... with RSVERBS_MCAST_FABRICJOIN=1 (rsverbs joined at the SA): the MFT sends 0x$mlid to ports 1 and 2" \
+        wait_until 30 mft_is "$mlid" "1 2"
+      timeout 60 mckey -b 10.77.0.1 -m $G -s -C 5 > "$W/mckey.send2" 2>&1; sst=$?
+      wait "$rp"; rst=$?
+      show "recv (FABRICJOIN=1)" "$W/recv.join"; show "mckey -s" "$W/mckey.send2"
+      check "... and its twin with the join got all 5 of mckey's datagrams (exit $rst, $sst)" \
+        bash -c "[ $rst = 0 ] && [ $sst = 0 ] && grep -qx 'done 5' '$W/recv.join'"
+      check "... and after its leave no port again" wait_until 30 mft_is "$mlid" ""
+    fi
+    echo >&"${KEEP[1]}" 2>/dev/null; wait "$KEEP_PID" 2>/dev/null
+    ip netns del $NS 2>/dev/null
+  else
+    fail "IPoIB setup: $(cat "$W/ipoib.err")"
+  fi
+  osm_stop
+  tail -n 30 "$W/opensm.log" > "$W/opensm.tail" 2>/dev/null; show "opensm.log (tail)" "$W/opensm.tail"
+  show "switch_drops" <(drops)
+  if rmmod sib 2> "$W/rmmod.err"; then pass "rmmod sib (switch=1)"; else fail "rmmod sib (switch=1): $(cat "$W/rmmod.err")"; fi
+  dmesg | tail -n +"$((dmesg_at + 1))" > "$W/dmesg"
+  show dmesg "$W/dmesg"
+  check "no WARNING, BUG or Call Trace in the kernel log since the switch's load" \
+    bash -c "! grep -Eq 'WARNING|BUG|Call Trace|refcount|leak' '$W/dmesg'"
+fi
+osm_stop
+mkdir -p "$RESULTS_DIR/sibswitch" && cp "$W"/* "$RESULTS_DIR/sibswitch/" 2>/dev/null
+rm -rf "$W"
+finish
