@@ -458,6 +458,28 @@ else
     check "a receiver that only attaches (rsverbs, FABRICJOIN=1) got mckey's 5 datagrams from sib0 (exit $rst, $sst)" \
       bash -c "[ $rst = 0 ] && [ $sst = 0 ] && grep -qx 'done 5' '$W/recv.ok'"
     check "... with no hint: the SA's MLID, the group's Q_Key" bash -c "! grep -q 'hint\[' '$W/recv.ok'"
+    # hint[no-ipoib]: the same receiver on sib0 in a network namespace of
+    # its own, where no IPoIB netdev of the port is (rdma_cm joins only from
+    # one); its twin above, in the namespace of ib1, is silent.
+    ip netns add sibnoipoib 2>/dev/null
+    ip netns exec sibnoipoib env LD_PRELOAD="$RSVERBS_LIB" RSVERBS_MCAST_FABRICJOIN=1 RSVERBS_TRACE=hints \
+      "$W/sibdata" recv sib0 $GM 0x$mlid 0x01234567 0 > "$W/recv.noipoib" 2>&1
+    show "recv (sib0, a namespace without IPoIB)" "$W/recv.noipoib"
+    check "FABRICJOIN=1 on an InfiniBand port without an IPoIB netdev in reach: hint[no-ipoib] names the device and port" \
+      grep -Eq "hint\[no-ipoib\]: RSVERBS_MCAST_FABRICJOIN cannot join $GM from sib0 port 1" "$W/recv.noipoib"
+    check "... and its twin with ib1 in reach: no hint[no-ipoib]" bash -c "! grep -q 'hint\[no-ipoib\]' '$W/recv.ok'"
+    ip netns del sibnoipoib 2>/dev/null
+    # hint[fabric-join-failed]: a join the SA refuses. IPoIB's broadcast
+    # group ff12:401b:ffff::ffff:ffff exists with the Q_Key the SM gave it
+    # (saquery -g above); rdma_cm joins with its own, RDMA_UDP_QKEY, and the
+    # SA answers the mismatch with an error status (an event with EINVAL).
+    ip netns exec $NS env LD_PRELOAD="$RSVERBS_LIB" RSVERBS_MCAST_FABRICJOIN=1 RSVERBS_TRACE=hints \
+      "$W/sibdata" recv sib1 ff12:401b:ffff::ffff:ffff 0xc000 0x01234567 0 > "$W/recv.refused" 2>&1
+    show "recv (IPoIB's broadcast MGID)" "$W/recv.refused"
+    check "FABRICJOIN=1 of a group the SA refuses on InfiniBand: the join's event EINVAL, hint[fabric-join-failed]" \
+      bash -c "grep -q 'fabricjoin join netdev=ib1 .*mgid=ff12:401b:ffff::ffff:ffff .*step=event result=EINVAL(22)' '$W/recv.refused' &&
+        grep -q 'hint\[fabric-join-failed\]: RSVERBS_MCAST_FABRICJOIN could not join .* through ib1: EINVAL(22) at event (the SA refused the record' '$W/recv.refused'"
+    check "... and the twins that joined: no hint[fabric-join-failed]" bash -c "! grep -q 'hint\[fabric-join-failed\]' '$W/recv.ok' '$W/recv.lid' '$W/recv.qkey'"
     echo >&"${KEEP[1]}" 2>/dev/null; wait "$KEEP_PID" 2>/dev/null
   else
     fail "IPoIB setup: $(cat "$W/ipoib.err")"
