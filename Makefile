@@ -176,7 +176,7 @@ else
 $(error LINKER must be zig or gnu, not '$(LINKER)')
 endif
 
-.PHONY: help all lib tool example size header deps deps-build deps-cbindgen check check-more check-all check-unit check-crate check-abi check-vm check-sanitize check-traced fuzz demo compat bench matrix matrix-arch faults fanout \
+.PHONY: help all lib tool example size header deps demo-ib deps-build deps-cbindgen check check-more check-all check-unit check-crate check-abi check-vm check-sanitize check-traced fuzz demo compat bench matrix matrix-arch faults fanout \
         install install-debug uninstall clean zig deb deps-deb check-deb check-deb-arch check-freshroot check-install check-packaging check-sib
 
 all: lib tool example $(BUILD)/pkgconfig/rsverbs.pc
@@ -382,6 +382,12 @@ fanout: deps all
 demo:
 	demo/run.sh
 
+# The InfiniBand half (demo/ib.sh): sib with its switch, opensm, IPoIB;
+# attach alone receives nothing, the fabric join makes it arrive, doctor
+# says why. A second part, after make demo.
+demo-ib:
+	demo/ib.sh
+
 # What takes the space in librsverbs.so.1 (bench/sizes.sh; also in BENCHMARKS.md).
 size: lib
 	@bench/sizes.sh $(LIB)
@@ -505,6 +511,7 @@ help:
 	  '' \
 	  'Tests and measurements (Debian 12, as root; each installs what it needs; docs/testing.md):' \
 	  '  make demo             boot the Soft-RoCE test bed and show rsverbs at work (about 3 minutes cold)' \
+	  '  make demo-ib          the same story on InfiniBand: sib, its switch, opensm (after make demo)' \
 	  '  make check            every host check and the real-kernel suites; last line "N passed, N failed"' \
 	  '  make check-more       the real-kernel suites make check leaves out (RSVERBS_MORE=a|b);  make check-all: both' \
 	  '  make check-unit | check-crate | check-abi | check-sanitize | check-install | check-deb   one host step' \

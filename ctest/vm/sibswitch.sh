@@ -21,6 +21,8 @@ KO=/run/rsverbs/job/sib.ko
 S=/sys/class/infiniband
 P=/sys/module/sib/parameters
 BIN=${BIN:-$ROOT/ctest/out/bin}
+# The rsverbs command, beside the library (as ctest/vm/sib.sh finds it).
+T=${RSVERBS_TOOL:-$(dirname "${RSVERBS_LIB:-/nonexistent/x}")/rsverbs}
 
 if [ "${RSVERBS_SIB:-0}" != 1 ]; then
   echo "sibswitch: not run: this boot has no sib (RSVERBS_SIB=1 loads it)"
@@ -112,6 +114,12 @@ else
     if ! cc -O2 -Wall -Werror -o "$W/sibdata" "$ROOT/testbed/sib/sibdata.c" -libverbs 2> "$W/cc.err"; then
       fail "sibdata.c does not build: $(cat "$W/cc.err")"
     else
+      # rsverbs doctor on sib1 (in its namespace): not ready, the SA has the
+      # group but not sib1 as a member; the fix is the join.
+      ip netns exec $NS "$T" doctor $G --dev sib1 > "$W/doctor.before" 2>&1; dst=$?
+      show "rsverbs doctor $G --dev sib1 (nobody on sib1 joined)" "$W/doctor.before"
+      check "rsverbs doctor on sib1 before the join: not ready (exit $dst), membership FAIL with the join as its fix" \
+        bash -c "[ $dst = 1 ] && grep -Eq '^  FAIL +membership ' '$W/doctor.before' && grep -q 'fix: RSVERBS_MCAST_FABRICJOIN=1' '$W/doctor.before'"
       # The receiver on sib1 that only attaches: nobody on sib1 joined,
       # the MFT names port 1 alone, the switch drops mckey's 5 datagrams
       # (they came in by port 1) and counts them.
@@ -134,6 +142,10 @@ else
       wait_until 20 grep -q '^ready' "$W/recv.join"
       check "... with RSVERBS_MCAST_FABRICJOIN=1 (rsverbs joined at the SA): the MFT sends 0x$mlid to ports 1 and 2" \
         wait_until 30 mft_is "$mlid" "1 2"
+      ip netns exec $NS "$T" doctor $G --dev sib1 > "$W/doctor.joined" 2>&1; dst=$?
+      show "rsverbs doctor $G --dev sib1 (the receiver joined)" "$W/doctor.joined"
+      check "... and rsverbs doctor on sib1 while it is joined: ready (exit $dst), membership ok" \
+        bash -c "[ $dst = 0 ] && grep -Eq '^  ok +membership ' '$W/doctor.joined'"
       timeout 60 mckey -b 10.77.0.1 -m $G -s -C 5 > "$W/mckey.send2" 2>&1; sst=$?
       wait "$rp"; rst=$?
       show "recv (FABRICJOIN=1)" "$W/recv.join"; show "mckey -s" "$W/mckey.send2"
