@@ -20,6 +20,7 @@ set -uo pipefail
 # to the guest's /out, as under ctest/guest_suite.sh.
 export RESULTS_DIR=${RESULTS_DIR:-${RSVERBS_OUT:-$(cd "$(dirname "$0")/.." && pwd)/out}}
 source "$(dirname "$0")/../lib.sh"
+source "$(dirname "$0")/sib.bash"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 W=$(mktemp -d)
 KO=/run/rsverbs/job/sib.ko
@@ -34,7 +35,6 @@ if [ ! -d /sys/class/infiniband/sib0 ] || [ ! -d /sys/class/infiniband/sib1 ]; t
   fail "no sib0/sib1 in this guest (the test bed loads sib.ko with RSVERBS_SIB=1)"
   finish; exit
 fi
-show() { sed "s/^/  $1: /" "$2"; }
 # rsverbs_twin NAME "VERB..." CMD...: CMD again with librsverbs.so.1
 # preloaded (the guest suite's RSVERBS_LIB): its output must be the plain
 # run's ($W/NAME), line for line, and each VERB (those CMD
@@ -91,7 +91,6 @@ for d in sib0 sib1; do
   check "$d: the MAD layer's QP1 (GSI) in RTS" grep -Eq "^link $d/1 lqpn 1 type GSI state RTS " "$W/rdma_res_qp"
 done
 
-S=/sys/class/infiniband
 for d in 0 1; do
   check "sib$d: node_guid 0200:0053:4942:0${d}00" [ "$(cat $S/sib$d/node_guid)" = "0200:0053:4942:0${d}00" ]
   check "sib$d: node_type 1: CA" [ "$(cat $S/sib$d/node_type)" = "1: CA" ]
@@ -226,15 +225,12 @@ fi
 # (/run/rsverbs/modprobe: the guest's modprobe on the booted kernel's
 # module tree, testbed/guest/stage2.sh.)
 OSM_GUID=0x0200005349420001
-osm_pid=
 osm_start() { # LOG: opensm on sib0's port, in the background; its cache
   # (OSM_CACHE_DIR) and its dumps in $W: the guest sees the root read-only.
   mkdir -p "$W/osm-cache" "$W/osm-dumps"
   OSM_CACHE_DIR=$W/osm-cache opensm -g $OSM_GUID -f "$1" --dump_files_dir "$W/osm-dumps" > "$1.out" 2>&1 &
   osm_pid=$!
 }
-osm_stop() { [ -z "$osm_pid" ] || { kill "$osm_pid" 2>/dev/null; wait "$osm_pid" 2>/dev/null; osm_pid=; }; }
-both_active() { [ "$(cat $S/sib0/ports/1/state $S/sib1/ports/1/state 2>/dev/null | tr '\n' ' ')" = "4: ACTIVE 4: ACTIVE " ]; }
 if ! command -v opensm > /dev/null || ! command -v saquery > /dev/null; then
   fail "no opensm or saquery in this userland (testbed/vm.sh USERLAND_PACKAGES: opensm infiniband-diags)"
 elif ! dmesg_at=$(dmesg | wc -l) || ! { lsmod | grep -q '^sib ' && rmmod sib || true; } || ! /run/rsverbs/modprobe ib_umad 2> "$W/modprobe.err" ||
@@ -553,11 +549,7 @@ else
   kill "$aw" 2>/dev/null; wait "$aw" 2>/dev/null
   osm_stop
   tail -n 20 "$W/opensm.log" > "$W/opensm.tail" 2>/dev/null; show "opensm.log (tail)" "$W/opensm.tail"
-  if rmmod sib 2> "$W/rmmod.err"; then pass "rmmod sib after opensm"; else fail "rmmod sib after opensm: $(cat "$W/rmmod.err")"; fi
-  dmesg | tail -n +"$((dmesg_at + 1))" > "$W/dmesg.sib3"
-  show dmesg "$W/dmesg.sib3"
-  check "no WARNING, BUG or Call Trace in the kernel log since the SMA's load" \
-    bash -c "! grep -Eq 'WARNING|BUG|Call Trace|refcount|leak' '$W/dmesg.sib3'"
+  sib_unload "after opensm" "$dmesg_at" dmesg.sib3
 fi
 osm_stop
 

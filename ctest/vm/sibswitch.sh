@@ -15,10 +15,10 @@
 set -uo pipefail
 export RESULTS_DIR=${RESULTS_DIR:-${RSVERBS_OUT:-$(cd "$(dirname "$0")/.." && pwd)/out}}
 source "$(dirname "$0")/../lib.sh"
+source "$(dirname "$0")/sib.bash"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 W=$(mktemp -d)
 KO=/run/rsverbs/job/sib.ko
-S=/sys/class/infiniband
 P=/sys/module/sib/parameters
 BIN=${BIN:-$ROOT/ctest/out/bin}
 # The rsverbs command, beside the library (as ctest/vm/sib.sh finds it).
@@ -28,12 +28,8 @@ if [ "${RSVERBS_SIB:-0}" != 1 ]; then
   echo "sibswitch: not run: this boot has no sib (RSVERBS_SIB=1 loads it)"
   rm -f "$RESULTS_DIR/$SUITE.results"; rm -rf "$W"; exit 0
 fi
-show() { sed "s/^/  $1: /" "$2"; }
 OSM_GUID=0x0200005349420001
 SW_GUID=0x0200005349420f00
-osm_pid=
-osm_stop() { [ -z "$osm_pid" ] || { kill "$osm_pid" 2>/dev/null; wait "$osm_pid" 2>/dev/null; osm_pid=; }; }
-both_active() { [ "$(cat $S/sib0/ports/1/state $S/sib1/ports/1/state 2>/dev/null | tr '\n' ' ')" = "4: ACTIVE 4: ACTIVE " ]; }
 # sw_port_state N: the switch's port N's PortInfo LinkState, asked by a
 # directed route from sib0 (0,1: out of sib0's port 1, the switch).
 sw_port_state() { smpquery -C sib0 -P 1 -D portinfo 0,1 "$1" 2>/dev/null | sed -n 's/^LinkState:\.*//p'; }
@@ -161,11 +157,7 @@ else
   osm_stop
   tail -n 30 "$W/opensm.log" > "$W/opensm.tail" 2>/dev/null; show "opensm.log (tail)" "$W/opensm.tail"
   show "switch_drops" <(drops)
-  if rmmod sib 2> "$W/rmmod.err"; then pass "rmmod sib (switch=1)"; else fail "rmmod sib (switch=1): $(cat "$W/rmmod.err")"; fi
-  dmesg | tail -n +"$((dmesg_at + 1))" > "$W/dmesg"
-  show dmesg "$W/dmesg"
-  check "no WARNING, BUG or Call Trace in the kernel log since the switch's load" \
-    bash -c "! grep -Eq 'WARNING|BUG|Call Trace|refcount|leak' '$W/dmesg'"
+  sib_unload "with switch=1" "$dmesg_at" dmesg
 fi
 osm_stop
 mkdir -p "$RESULTS_DIR/sibswitch" && cp "$W"/* "$RESULTS_DIR/sibswitch/" 2>/dev/null
