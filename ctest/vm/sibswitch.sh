@@ -9,7 +9,10 @@
 # sib1 that only attaches (sibdata recv, rdma-core alone) gets none of
 # mckey's datagrams from sib0 while nobody on sib1 joined (the switch drops
 # them: counted in switch_drops), and its twin with the fabric join
-# (librsverbs.so.1, RSVERBS_MCAST_FABRICJOIN=1) gets all 5.
+# (librsverbs.so.1, RSVERBS_MCAST_FABRICJOIN=1) gets all 5; rsverbs doctor
+# says not ready before the join and ready during it. Last, perftest's
+# ib_send_bw and ib_send_lat -c UD --mcg (their own SA join) through the
+# switch, with rdma-core alone and with rsverbs preloaded.
 #
 #   RSVERBS_SIB=1 RSVERBS_SUITES=sibswitch testbed/vm.sh run -- bash ctest/guest_suite.sh
 set -uo pipefail
@@ -148,6 +151,25 @@ else
       check "... and its twin with the join got all 5 of mckey's datagrams (exit $rst, $sst)" \
         bash -c "[ $rst = 0 ] && [ $sst = 0 ] && grep -qx 'done 5' '$W/recv.join'"
       check "... and after its leave no port again" wait_until 30 mft_is "$mlid" ""
+      # perftest's UD multicast on InfiniBand: its own SA join (umad, as
+      # root) at both ends, through the switch, with rdma-core alone and
+      # with rsverbs preloaded (its attach and detach then rsverbs'):
+      # both ends report their 100 iterations.
+      port=18700
+      for tool in ib_send_bw ib_send_lat; do
+        for mode in ref pre; do
+          pre=(); [ $mode = pre ] && pre=(env LD_PRELOAD="$RSVERBS_LIB")
+          port=$((port + 1))
+          ip netns exec $NS "${pre[@]}" timeout 60 $tool -d sib1 -c UD --mcg -n 100 -F -p $port > "$W/$tool.$mode.server" 2>&1 &
+          sp=$!
+          wait_until 20 tcp_listening $port "$sp"
+          "${pre[@]}" timeout 60 $tool -d sib0 -c UD --mcg -n 100 -F -p $port 10.77.0.2 > "$W/$tool.$mode.client" 2>&1; cst=$?
+          wait "$sp"; sst=$?
+          show "$tool --mcg server ($mode)" "$W/$tool.$mode.server"; show "$tool --mcg client ($mode)" "$W/$tool.$mode.client"
+          check "$tool -c UD --mcg through the switch ($([ $mode = pre ] && echo 'rsverbs preloaded' || echo 'rdma-core alone')): both ends ran 100 iterations (exit $cst, $sst)" \
+            bash -c "[ $cst = 0 ] && [ $sst = 0 ] && grep -Eq '^ [0-9]+ +100 ' '$W/$tool.$mode.client' && grep -Eq '^ [0-9]+ +100 ' '$W/$tool.$mode.server' && ! grep -q \"Couldn't\" '$W/$tool.$mode.server' '$W/$tool.$mode.client'"
+        done
+      done
     fi
     echo >&"${KEEP[1]}" 2>/dev/null; wait "$KEEP_PID" 2>/dev/null
     ip netns del $NS 2>/dev/null
