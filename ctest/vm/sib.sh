@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # sib, the project's software InfiniBand HCA (testbed/sib/sib.c):
-# two IB devices with one port each, the verbs of a UD QP, and (step 2) the
-# UD data path across the cable between them; no SMA yet (the ports stay
-# INIT, LID 0, unless the module is loaded with fixed_lids=1). Loaded by the test bed with RSVERBS_SIB=1; opt-in in
-# ctest/guest_suite.sh (in no make check step yet). What it asserts, with
+# two IB devices with one port each, the verbs of a UD QP, the UD data path
+# across the cable between them, and its SMA (the ports stay INIT, LID 0,
+# until opensm runs, unless the module is loaded with fixed_lids=1). Loaded
+# by the test bed with RSVERBS_SIB=1; opt-in in ctest/guest_suite.sh, run by
+# make check-sib (in CI every commit). What it asserts, with
 # rdma-core's own tools and its stock ipathverbs provider (the device reports
 # driver_id QIB and uverbs ABI 1, so ipathverbs sends every verb to the
 # kernel): ibv_devices, ibv_devinfo, rdma link, the sysfs GID, GID type and
