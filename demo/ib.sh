@@ -14,11 +14,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
-step() { printf '\n[demo-ib %s] %s\n' "$1" "$2"; }
+DEMO=demo-ib
+source demo/common.bash
 
 step 1/4 "packages: tools/deps.sh (apt-get, only what is missing)"
-if [ "$(id -u)" != 0 ] && command -v sudo > /dev/null; then sudo tools/deps.sh; else tools/deps.sh; fi
-echo "ok"
+install_deps
 
 step 2/4 "build librsverbs.so.1, the command and the guest's programs: make all, ctest/build.sh"
 make --no-print-directory all

@@ -14,15 +14,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
-step() { printf '\n[demo %s] %s\n' "$1" "$2"; }
+DEMO=demo
+source demo/common.bash
 
 step 1/5 "packages: tools/deps.sh (apt-get, only what is missing)"
-if [ "$(id -u)" != 0 ] && command -v sudo > /dev/null; then sudo tools/deps.sh; else tools/deps.sh; fi
-if ! command -v cargo > /dev/null; then
-	echo "demo: building rsverbs needs cargo with Rust >= 1.95; tools/deps.sh installs Debian 12's cargo-web and rustc-web (bookworm-security) when run as root" >&2
-	exit 1
-fi
-echo "ok"
+install_deps
 
 step 2/5 "build librsverbs.so.1: make all"
 make --no-print-directory all

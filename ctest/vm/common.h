@@ -414,15 +414,21 @@ static inline struct ibv_context *open_by_name(const char *name)
 	return ctx;
 }
 
-/* A QP of type `t` with one WR and one SGE each way on `cq`; exits with
- * status 2 if it cannot be created. */
-static inline struct ibv_qp *new_qp_on(struct ibv_pd *pd, struct ibv_cq *cq, enum ibv_qp_type t)
+/* A QP of type `t` with one WR and one SGE each way on `cq`, or NULL with
+ * errno (EOPNOTSUPP: the provider has no QP of that type). */
+static inline struct ibv_qp *try_qp_on(struct ibv_pd *pd, struct ibv_cq *cq, enum ibv_qp_type t)
 {
 	struct ibv_qp_init_attr a = {
 		.send_cq = cq, .recv_cq = cq, .qp_type = t,
 		.cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
 	};
-	struct ibv_qp *qp = ibv_create_qp(pd, &a);
+	return ibv_create_qp(pd, &a);
+}
+
+/* try_qp_on's QP; exits with status 2 if it cannot be created. */
+static inline struct ibv_qp *new_qp_on(struct ibv_pd *pd, struct ibv_cq *cq, enum ibv_qp_type t)
+{
+	struct ibv_qp *qp = try_qp_on(pd, cq, t);
 	if (!qp) {
 		fprintf(stderr, "ibv_create_qp(%d): %s\n", t, strerror(errno));
 		exit(2);

@@ -55,14 +55,11 @@ static struct ibv_qp *new_qp(struct objs *o, enum ibv_qp_type t)
 }
 
 /* A QP of type t, or NULL when the provider has none of that type
- * (EOPNOTSUPP); any other failure exits as new_qp's. */
+ * (EOPNOTSUPP); any other failure exits as new_qp's (which tries once more
+ * and says why). */
 static struct ibv_qp *try_qp(struct objs *o, enum ibv_qp_type t)
 {
-	struct ibv_qp_init_attr a = {
-		.send_cq = o->cq, .recv_cq = o->cq, .qp_type = t,
-		.cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
-	};
-	struct ibv_qp *qp = ibv_create_qp(o->pd, &a);
+	struct ibv_qp *qp = try_qp_on(o->pd, o->cq, t);
 	if (!qp && errno == EOPNOTSUPP)
 		return NULL;
 	return qp ? qp : new_qp(o, t);

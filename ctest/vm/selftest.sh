@@ -174,6 +174,14 @@ fi
 
 # ---- 4. nothing left behind -----------------------------------------------------------
 check "selftest: the device's QPs as before ($QPS_BEFORE lines of rdma resource show qp)" [ "$(qps)" = "$QPS_BEFORE" ]
+# preload NAME WHAT: $W/NAME.c (written below) built into $W/NAME.so, a
+# preload of this test's own; fails, with a FAIL line for WHAT, when it
+# does not compile.
+preload() {
+	cc -shared -fPIC -o "$W/$1.so" "$W/$1.c" -ldl 2> "$W/$1.cc.err" && return 0
+	fail "$2: the preload compiles ($(head -1 "$W/$1.cc.err"))"
+	return 1
+}
 # SIGINT midway, at a known point: a preload that raises it in the command's
 # first ibv_create_qp (the PD and CQ exist, the QP is made; a run takes
 # about a second, too short to hit with kill from here).
@@ -193,9 +201,7 @@ void *ibv_create_qp(void *pd, void *attr)
 	return qp;
 }
 EOC
-if ! cc -shared -fPIC -o $W/sigint.so $W/sigint.c -ldl 2> $W/sigint.cc.err; then
-	fail "selftest SIGINT: the preload compiles ($(head -1 $W/sigint.cc.err))"
-else
+if preload sigint "selftest SIGINT"; then
 	LD_PRELOAD=$W/sigint.so "$T" selftest > $W/int.out 2> $W/int.err
 	rc=$?
 	check "selftest stopped by SIGINT after its QP was made: exit 2, interrupted and released said (got $rc)" \
@@ -215,9 +221,7 @@ void *ibv_create_cq(void *ctx, int cqe, void *cq_context, void *channel, int vec
 	return real(ctx, cqe, cq_context, channel, vector);
 }
 EOC
-if ! cc -shared -fPIC -o $W/fdleak.so $W/fdleak.c -ldl 2> $W/fdleak.cc.err; then
-	fail "selftest fd check: the preload compiles ($(head -1 $W/fdleak.cc.err))"
-else
+if preload fdleak "selftest fd check"; then
 	LD_PRELOAD=$W/fdleak.so "$T" selftest rxe0 > $W/fdleak.out 2> $W/fdleak.err
 	rc=$?
 	check "selftest, an fd left open during the run: exit 1 (got $rc), the fd named, every case identical" \

@@ -2,6 +2,11 @@
 # (ctest/vm/sib.sh, ctest/vm/sibswitch.sh), sourced after ctest/lib.sh;
 # $W is the suite's scratch directory.
 S=/sys/class/infiniband
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+# The module as the test bed left it for the guest.
+KO=/run/rsverbs/job/sib.ko
+# The rsverbs command, beside the library (as ctest/vm/tool.sh finds it).
+T=${RSVERBS_TOOL:-$(dirname "${RSVERBS_LIB:-/nonexistent/x}")/rsverbs}
 # show LABEL FILE: FILE's lines in the log, each after "  LABEL: ".
 show() { sed "s/^/  $1: /" "$2"; }
 # opensm on sib0's port (osm_start sets osm_pid), and its stop.
@@ -17,4 +22,22 @@ sib_unload() {
   show dmesg "$W/$3"
   check "no WARNING, BUG or Call Trace in the kernel log since the load ($1)" \
     bash -c "! grep -Eq 'WARNING|BUG|Call Trace|refcount|leak' '$W/$3'"
+}
+# keep_group GROUP: a librdmacm member on sib0 (ib0, 10.77.0.1) holds GROUP
+# in the coprocess KEEP (ctest/vm/member.c hold) until keep_release;
+# kept=1 once it said "held" (30 s at most).
+keep_group() {
+  local l
+  coproc KEEP { exec "$BIN/member" sib0 ib0 10.77.0.1 hold full rdmacm "$1" 2>&1; }
+  # (bash unsets KEEP_PID when the coprocess ends: kept here for the wait.)
+  keep_pid=$KEEP_PID kept=0
+  while read -r -t 30 l <&"${KEEP[0]}"; do [ "$l" = held ] && { kept=1; break; }; done
+}
+keep_release() { echo >&"${KEEP[1]}" 2>/dev/null; wait "$keep_pid" 2>/dev/null; }
+# sa_mlid MGID: the MLID of the SA's MCMemberRecord of MGID (SM_Key 1,
+# opensm's default: trusted), hex in lower case without 0x; empty without
+# one. saquery's answer is kept in $W/sa.keep.
+sa_mlid() {
+  saquery --smkey 1 -C sib0 -m > "$W/sa.keep" 2>&1
+  grep -A1 "MGID\.*$1\$" "$W/sa.keep" | sed -n 's/.*Mlid\.*0x\([0-9A-Fa-f]*\)$/\1/p' | head -1 | tr 'A-F' 'a-f'
 }

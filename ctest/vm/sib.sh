@@ -22,11 +22,7 @@ set -uo pipefail
 export RESULTS_DIR=${RESULTS_DIR:-${RSVERBS_OUT:-$(cd "$(dirname "$0")/.." && pwd)/out}}
 source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/sib.bash"
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 W=$(mktemp -d)
-KO=/run/rsverbs/job/sib.ko
-# The rsverbs command, beside the library (as ctest/vm/tool.sh finds it).
-T=${RSVERBS_TOOL:-$(dirname "${RSVERBS_LIB:-/nonexistent/x}")/rsverbs}
 
 if [ "${RSVERBS_SIB:-0}" != 1 ]; then
   echo "sib: not run: this boot has no sib0 (RSVERBS_SIB=1 loads it)"
@@ -358,11 +354,8 @@ else
     # receiver that only attaches, through rsverbs, on sib1 (sibdata recv).
     # A librdmacm member on sib0 keeps the group, and its MLID, in place.
     G=239.77.10.10 GM=ff12:4001:ffff::f4d:a0a
-    coproc KEEP { exec "$BIN/member" sib0 ib0 10.77.0.1 hold full rdmacm $G 2>&1; }
-    kept=0
-    while read -r -t 30 l <&"${KEEP[0]}"; do [ "$l" = held ] && { kept=1; break; }; done
-    saquery --smkey 1 -C sib0 -m > "$W/sa.keep" 2>&1
-    mlid=$(grep -A1 "MGID\.*$GM\$" "$W/sa.keep" | sed -n 's/.*Mlid\.*0x\([0-9A-Fa-f]*\)$/\1/p' | head -1 | tr 'A-F' 'a-f')
+    keep_group $G
+    mlid=$(sa_mlid $GM)
     check "librdmacm holds $G on sib0: the SA has $GM with an MLID (0x$mlid)" bash -c "[ $kept = 1 ] && [ -n '$mlid' ]"
     # rsverbs doctor on InfiniBand: ready for the group librdmacm holds on
     # sib0 (the SA's record of this port, its MLID and Q_Key), not ready
@@ -477,7 +470,7 @@ else
       bash -c "grep -q 'fabricjoin join netdev=ib1 .*mgid=ff12:401b:ffff::ffff:ffff .*step=event result=EINVAL(22)' '$W/recv.refused' &&
         grep -q 'hint\[fabric-join-failed\]: RSVERBS_MCAST_FABRICJOIN could not join .* through ib1: EINVAL(22) at event (the SA refused the record' '$W/recv.refused'"
     check "... and the twins that joined: no hint[fabric-join-failed]" bash -c "! grep -q 'hint\[fabric-join-failed\]' '$W/recv.ok' '$W/recv.lid' '$W/recv.qkey'"
-    echo >&"${KEEP[1]}" 2>/dev/null; wait "$KEEP_PID" 2>/dev/null
+    keep_release
   else
     fail "IPoIB setup: $(cat "$W/ipoib.err")"
   fi

@@ -19,13 +19,9 @@ set -uo pipefail
 export RESULTS_DIR=${RESULTS_DIR:-${RSVERBS_OUT:-$(cd "$(dirname "$0")/.." && pwd)/out}}
 source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/sib.bash"
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 W=$(mktemp -d)
-KO=/run/rsverbs/job/sib.ko
 P=/sys/module/sib/parameters
 BIN=${BIN:-$ROOT/ctest/out/bin}
-# The rsverbs command, beside the library (as ctest/vm/sib.sh finds it).
-T=${RSVERBS_TOOL:-$(dirname "${RSVERBS_LIB:-/nonexistent/x}")/rsverbs}
 
 if [ "${RSVERBS_SIB:-0}" != 1 ]; then
   echo "sibswitch: not run: this boot has no sib (RSVERBS_SIB=1 loads it)"
@@ -98,11 +94,8 @@ else
     }
     mft_is() { [ "$(mft_ports "$1")" = "$2" ]; }
     G=239.77.20.20 GM=ff12:4001:ffff::f4d:1414
-    coproc KEEP { exec "$BIN/member" sib0 ib0 10.77.0.1 hold full rdmacm $G 2>&1; }
-    kept=0
-    while read -r -t 30 l <&"${KEEP[0]}"; do [ "$l" = held ] && { kept=1; break; }; done
-    saquery --smkey 1 -C sib0 -m > "$W/sa.keep" 2>&1
-    mlid=$(grep -A1 "MGID\.*$GM\$" "$W/sa.keep" | sed -n 's/.*Mlid\.*0x\([0-9A-Fa-f]*\)$/\1/p' | head -1 | tr 'A-F' 'a-f')
+    keep_group $G
+    mlid=$(sa_mlid $GM)
     check "librdmacm holds $G on sib0: the SA has $GM with an MLID (0x$mlid)" bash -c "[ $kept = 1 ] && [ -n '$mlid' ]"
     mlid=$(printf %04x "0x${mlid:-0}")
     # opensm programs no MFT entry for a group whose members are all
@@ -171,7 +164,7 @@ else
         done
       done
     fi
-    echo >&"${KEEP[1]}" 2>/dev/null; wait "$KEEP_PID" 2>/dev/null
+    keep_release
     ip netns del $NS 2>/dev/null
   else
     fail "IPoIB setup: $(cat "$W/ipoib.err")"
