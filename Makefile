@@ -195,12 +195,13 @@ TOOL        := $(BUILD)/rsverbs
 tool: $(TOOL)
 
 # The commit it is built from, for selftest's report (src/tool/build.rs):
-# $(BUILD)/commit is rewritten when `git rev-parse` and "-dirty" change, so
+# $(BUILD)/commit ("-dirty" when src/ or Cargo.toml differ from the commit,
+# as build.rs says) is rewritten when that changes, so
 # that make runs cargo then (which runs build.rs again on its own).
 COMMIT_STAMP := $(BUILD)/commit
 $(COMMIT_STAMP): FORCE
 	@mkdir -p $(BUILD); c=$$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown); \
-	  [ "$$c" = unknown ] || git diff --quiet HEAD -- 2>/dev/null || c=$$c-dirty; \
+	  [ "$$c" = unknown ] || git diff --quiet HEAD -- src Cargo.toml 2>/dev/null || c=$$c-dirty; \
 	  [ "$$(cat $@ 2>/dev/null)" = "$$c" ] || echo "$$c" > $@
 
 .PHONY: FORCE

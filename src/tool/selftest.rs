@@ -680,7 +680,7 @@ fn host_facts(rc: &RdmaCore) -> Vec<(&'static str, String)> {
 }
 
 /// The source tree's commit the command was built from (build.rs: `git
-/// rev-parse`, "-dirty" for uncommitted changes), or "unknown" for a build
+/// rev-parse`, "-dirty" when its sources differ from the commit), or "unknown" for a build
 /// outside a git checkout.
 const COMMIT: &str = match option_env!("RSVERBS_COMMIT") {
     Some(c) if !c.is_empty() => c,
