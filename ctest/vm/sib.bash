@@ -11,6 +11,13 @@ T=${RSVERBS_TOOL:-$(dirname "${RSVERBS_LIB:-/nonexistent/x}")/rsverbs}
 show() { sed "s/^/  $1: /" "$2"; }
 # opensm on sib0's port (osm_start sets osm_pid), and its stop.
 osm_pid=
+OSM_GUID=0x0200005349420001
+osm_start() { # LOG: opensm on sib0's port, in the background; its cache
+  # (OSM_CACHE_DIR) and its dumps in $W: the guest sees the root read-only.
+  mkdir -p "$W/osm-cache" "$W/osm-dumps"
+  OSM_CACHE_DIR=$W/osm-cache opensm -g $OSM_GUID -f "$1" --dump_files_dir "$W/osm-dumps" > "$1.out" 2>&1 &
+  osm_pid=$!
+}
 osm_stop() { [ -z "$osm_pid" ] || { kill "$osm_pid" 2>/dev/null; wait "$osm_pid" 2>/dev/null; osm_pid=; }; }
 both_active() { [ "$(cat $S/sib0/ports/1/state $S/sib1/ports/1/state 2>/dev/null | tr '\n' ' ')" = "4: ACTIVE 4: ACTIVE " ]; }
 # sib_unload WHAT SINCE NAME: rmmod sib (the check "rmmod sib WHAT"), then
@@ -41,3 +48,17 @@ sa_mlid() {
   saquery --smkey 1 -C sib0 -m > "$W/sa.keep" 2>&1
   grep -A1 "MGID\.*$1\$" "$W/sa.keep" | sed -n 's/.*Mlid\.*0x\([0-9A-Fa-f]*\)$/\1/p' | head -1 | tr 'A-F' 'a-f'
 }
+# ipoib_up: IPoIB on both ports, ib0 (sib0) 10.77.0.1 here, ib1 (sib1)
+# 10.77.0.2 in the network namespace $NS (the suite's), where rdma_cm binds
+# each port's own address.
+ipoib_up() {
+  /run/rsverbs/modprobe ib_ipoib && wait_until 10 test -e /sys/class/net/ib1 &&
+    ip netns add $NS && ip link set ib1 netns $NS &&
+    ip addr add 10.77.0.1/24 dev ib0 && ip link set ib0 up &&
+    ip netns exec $NS ip addr add 10.77.0.2/24 dev ib1 && ip netns exec $NS ip link set ib1 up &&
+    ip netns exec $NS ip link set lo up
+}
+# members_of MGID: how many MCMemberRecords the SA holds for it (SM_Key 1,
+# opensm's default: trusted); records_are MGID N.
+members_of() { saquery --smkey 1 -C sib0 -m 2>/dev/null | grep -c "MGID\.*$1\$"; }
+records_are() { [ "$(members_of "$1")" = "$2" ]; }

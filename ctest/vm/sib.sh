@@ -221,13 +221,6 @@ fi
 # set ClientReregister, which sib raises as IB_EVENT_CLIENT_REREGISTER.
 # (/run/rsverbs/modprobe: the guest's modprobe on the booted kernel's
 # module tree, testbed/guest/stage2.sh.)
-OSM_GUID=0x0200005349420001
-osm_start() { # LOG: opensm on sib0's port, in the background; its cache
-  # (OSM_CACHE_DIR) and its dumps in $W: the guest sees the root read-only.
-  mkdir -p "$W/osm-cache" "$W/osm-dumps"
-  OSM_CACHE_DIR=$W/osm-cache opensm -g $OSM_GUID -f "$1" --dump_files_dir "$W/osm-dumps" > "$1.out" 2>&1 &
-  osm_pid=$!
-}
 if ! command -v opensm > /dev/null || ! command -v saquery > /dev/null; then
   fail "no opensm or saquery in this userland (testbed/vm.sh USERLAND_PACKAGES: opensm infiniband-diags)"
 elif ! dmesg_at=$(dmesg | wc -l) || ! { lsmod | grep -q '^sib ' && rmmod sib || true; } || ! /run/rsverbs/modprobe ib_umad 2> "$W/modprobe.err" ||
@@ -272,17 +265,6 @@ else
   # own (so that IP between 10.77.0.1 and 10.77.0.2 crosses the cable),
   # then rdma_cm's and rsverbs' multicast memberships through opensm's SA.
   NS=sibns
-  ipoib_up() {
-    /run/rsverbs/modprobe ib_ipoib && wait_until 10 test -e /sys/class/net/ib1 &&
-      ip netns add $NS && ip link set ib1 netns $NS &&
-      ip addr add 10.77.0.1/24 dev ib0 && ip link set ib0 up &&
-      ip netns exec $NS ip addr add 10.77.0.2/24 dev ib1 && ip netns exec $NS ip link set ib1 up &&
-      ip netns exec $NS ip link set lo up
-  }
-  members_of() { # MGID: how many MCMemberRecords the SA holds for it (SM_Key 1, opensm's default: trusted)
-    saquery --smkey 1 -C sib0 -m 2>/dev/null | grep -c "MGID\.*$1\$"
-  }
-  records_are() { [ "$(members_of "$1")" = "$2" ]; } # MGID N
   ipoib=0
   if ipoib_up > "$W/ipoib.err" 2>&1; then
     ipoib=1

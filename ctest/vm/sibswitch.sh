@@ -27,7 +27,6 @@ if [ "${RSVERBS_SIB:-0}" != 1 ]; then
   echo "sibswitch: not run: this boot has no sib (RSVERBS_SIB=1 loads it)"
   rm -f "$RESULTS_DIR/$SUITE.results"; rm -rf "$W"; exit 0
 fi
-OSM_GUID=0x0200005349420001
 SW_GUID=0x0200005349420f00
 # sw_port_state N: the switch's port N's PortInfo LinkState, asked by a
 # directed route from sib0 (0,1: out of sib0's port 1, the switch).
@@ -44,9 +43,7 @@ elif ! { ! lsmod | grep -q '^sib ' || rmmod sib; } || ! /run/rsverbs/modprobe ib
 else
   pass "insmod sib switch=1"
   check "switch=1 reads back 1, switch_drops 0" [ "$(cat $P/switch) $(drops)" = "Y 0" ]
-  mkdir -p "$W/osm-cache" "$W/osm-dumps"
-  OSM_CACHE_DIR=$W/osm-cache opensm -g $OSM_GUID -f "$W/opensm.log" --dump_files_dir "$W/osm-dumps" > "$W/opensm.out" 2>&1 &
-  osm_pid=$!
+  osm_start "$W/opensm.log"
   if wait_until 120 both_active; then pass "opensm through the switch: sib0 and sib1 ACTIVE"; else fail "opensm: sib0 and sib1 not ACTIVE: $(cat $S/sib0/ports/1/state $S/sib1/ports/1/state | tr '\n' ' ')"; fi
   check "opensm through the switch: the switch's ports 1 and 2 ACTIVE (PortInfo by directed route 0,1)" wait_until 60 sw_active
   smpquery -C sib0 -P 1 -D nodeinfo 0,1 > "$W/sw.nodeinfo" 2>&1; show "smpquery nodeinfo 0,1" "$W/sw.nodeinfo"
@@ -75,11 +72,7 @@ else
 
   # IPoIB (ib1 in a namespace of its own), then multicast by the MFT.
   NS=sibswns
-  if /run/rsverbs/modprobe ib_ipoib && wait_until 10 test -e /sys/class/net/ib1 &&
-      ip netns add $NS && ip link set ib1 netns $NS &&
-      ip addr add 10.77.0.1/24 dev ib0 && ip link set ib0 up &&
-      ip netns exec $NS ip addr add 10.77.0.2/24 dev ib1 && ip netns exec $NS ip link set ib1 up &&
-      ip netns exec $NS ip link set lo up 2> "$W/ipoib.err"; then
+  if ipoib_up > "$W/ipoib.err" 2>&1; then
     pass "IPoIB: ib0 (sib0) 10.77.0.1, ib1 (sib1) 10.77.0.2"
     check "IPoIB ping across the switch (the broadcast group's MFT: ARP)" wait_until 60 ping -c 1 -W 2 10.77.0.2
     # mft_ports MLID: the ports ibroute -M marks for MLID (its columns:
@@ -144,6 +137,76 @@ else
       check "... and its twin with the join got all 5 of mckey's datagrams (exit $rst, $sst)" \
         bash -c "[ $rst = 0 ] && [ $sst = 0 ] && grep -qx 'done 5' '$W/recv.join'"
       check "... and after its leave no port again" wait_until 30 mft_is "$mlid" ""
+      # An opensm restart while a receiver that only attaches holds the
+      # group through the fabric join (sibdata hold, rsverbs preloaded,
+      # FABRICJOIN=1): the new SM knows no group but those IPoIB joins
+      # again, and its first sweep as master sets ClientReregister on every
+      # port (osm_lid_mgr.c); the kernel's multicast module then ends every
+      # membership with -ENETRESET (multicast.c mcast_groups_event), which
+      # the engine reads at the receiver's next call that touches the
+      # group, here a second attach of it (ib_uverbs answers 0), and joins
+      # again in that call (docs/fabric-join.md). Before that call the
+      # switch drops the group's datagrams for sib1; after it they arrive.
+      # The new SM numbers its groups anew (IPoIB's come back first), so
+      # the group's MLID may change: then hint[mlid-mismatch] names the
+      # new one, and the program detaches and attaches with it (as rdma_cm
+      # programs take the MLID of each join event); sib delivers to a QP
+      # attached with the packet's MLID (as rdmavt does: rvt_mcast_find).
+      coproc HOLD { exec ip netns exec $NS env LD_PRELOAD="$RSVERBS_LIB" RSVERBS_MCAST_FABRICJOIN=1 RSVERBS_TRACE=hints \
+        "$W/sibdata" hold sib1 $GM 0x$mlid 0x01234567 2> "$W/hold.trace"; }
+      hold_pid=$HOLD_PID h_out=${HOLD[0]} h_in=${HOLD[1]}
+      hold() { # CMD: one command to the holder; its answer in $ans and $W/hold.out
+        [ -z "$1" ] || echo "$1" >&$h_in
+        ans=; read -r -t 40 ans <&$h_out; echo "${1:-start} -> $ans" >> "$W/hold.out"
+      }
+      hold ""
+      check "a receiver on sib1 holds $G through the fabric join (its attach: 0)" [ "$ans" = "attach rc=0" ]
+      check "... the MFT sends 0x$mlid to ports 1 and 2" wait_until 30 mft_is "$mlid" "1 2"
+      timeout 60 mckey -b 10.77.0.1 -m $G -s -C 5 > "$W/mckey.send3" 2>&1; sst=$?
+      hold "wait 5"
+      check "... it got mckey's 5 datagrams before the restart (exit $sst, $ans)" bash -c "[ $sst = 0 ] && [ '$ans' = 'have 5' ]"
+      keep_release
+      osm_stop
+      osm_start "$W/opensm2.log"
+      check "after an opensm restart IPoIB joined its broadcast group again (both ports)" \
+        wait_until 120 records_are ff12:401b:ffff::ffff:ffff 2
+      check "... the new SA has no record of $GM: the memberships were lost with the old one" records_are $GM 0
+      # Twin: before the receiver's next call, mckey on sib0 makes the group
+      # again (its own join): the switch drops its datagrams for sib1.
+      d0=$(drops)
+      timeout 60 mckey -b 10.77.0.1 -m $G -s -C 5 > "$W/mckey.send4" 2>&1; sst=$?
+      check "... before the receiver's next call, the switch drops mckey's 5 (exit $sst; switch_drops from $d0)" \
+        wait_until 10 bash -c "[ $sst = 0 ] && [ \$(cat $P/switch_drops) -ge $((d0 + 5)) ]"
+      hold poll
+      check "... and the receiver got none of them" [ "$ans" = "have 5" ]
+      # The receiver's next call: its second attach reads the loss and joins again.
+      hold attach
+      check "the receiver's next call after the re-register (a second attach): 0" [ "$ans" = "attach rc=0" ]
+      check "... the loss traced (ENETRESET) and $GM joined again in that call" bash -c \
+        "grep -q 'fabricjoin lost netdev=ib1 .*mgid=$GM .*ENETRESET' '$W/hold.trace' &&
+         [ \$(grep -c 'fabricjoin joined netdev=ib1 .*mgid=$GM' '$W/hold.trace') = 2 ]"
+      check "... and the new SA has sib1's record of $GM again" wait_until 10 records_are $GM 1
+      m2=$(sa_mlid $GM); m2=$(printf %04x "0x${m2:-0}")
+      if [ "$m2" = "$mlid" ]; then
+        check "... with the MLID the receiver attached (0x$mlid): no hint[mlid-mismatch]" bash -c "! grep -q 'hint\[mlid-mismatch\]' '$W/hold.trace'"
+      else
+        check "... the new SA's MLID 0x$m2 is not the attach's 0x$mlid: hint[mlid-mismatch] names it" \
+          grep -Eq "hint\[mlid-mismatch\]: .*attached with LID 0x$mlid, but the SA's MLID of the group is 0x$m2" "$W/hold.trace"
+        hold "reattach 0x$m2"
+        check "... the receiver detaches 0x$mlid and attaches with 0x$m2: 0, 0" [ "$ans" = "detach rc=0 attach rc=0" ]
+        check "... its fabric join left and joined again with 0x$m2, no hint[mlid-mismatch] after it" bash -c \
+          "tail -n 4 '$W/hold.trace' | grep -q 'fabricjoin leave netdev=ib1 .*mgid=$GM .*result=0' &&
+           tail -n 1 '$W/hold.trace' | grep -Eq 'fabricjoin joined netdev=ib1 .*mgid=$GM .*mlid=0x$m2 '"
+      fi
+      keep_group $G
+      check "... with librdmacm on sib0 again, the MFT sends the group's 0x$m2 to ports 1 and 2" wait_until 30 mft_is "$m2" "1 2"
+      timeout 60 mckey -b 10.77.0.1 -m $G -s -C 5 > "$W/mckey.send5" 2>&1; sst=$?
+      hold "wait 10"
+      check "... and mckey's next 5 datagrams arrive, each once (exit $sst, $ans)" bash -c "[ $sst = 0 ] && [ '$ans' = 'have 10' ]"
+      hold end
+      check "... its detach at the end: 0" [ "$ans" = "detach rc=0" ]
+      wait "$hold_pid"
+      show "holder" "$W/hold.out"; show "holder's trace" "$W/hold.trace"
       # perftest's UD multicast on InfiniBand: its own SA join (umad, as
       # root) at both ends, through the switch, with rdma-core alone and
       # with rsverbs preloaded (its attach and detach then rsverbs'):

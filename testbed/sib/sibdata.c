@@ -9,6 +9,7 @@
  *
  *   sibdata                  the cases below, on sib0 and sib1
  *   sibdata recv DEV MGID LID QKEY COUNT   a receiver that only attaches
+ *   sibdata hold DEV MGID LID QKEY         the same, driven from stdin
  *
  * Absence is never waited for: every case that expects a datagram not to
  * arrive sends a second, good one to the same QP right after it (the same
@@ -230,10 +231,86 @@ static int recv_mode(char **argv)
 	return got == want ? 0 : 1;
 }
 
+/*
+ * sibdata hold DEV MGID LID QKEY: the receiver of recv_mode, attached once
+ * and held while stdin gives it one command a line, each answered with one
+ * line: "attach" attaches the QP to the group again (the kernel answers a
+ * duplicate attach with 0: ib_uverbs_attach_mcast), "attach rc=E";
+ * "reattach LID" detaches it and attaches it again with LID (a program
+ * that learnt the group's new MLID: rdmavt refuses a second MLID for an
+ * MGID, rdmavt/mcast.c rvt_mcast_add, and mlx5 attaches by MGID alone, so
+ * the old one goes first), "detach rc=E attach rc=F";
+ * "poll" takes what has arrived without waiting, "have N" (the datagrams
+ * so far); "wait N" waits up to 20 s until N have arrived in all, "have N".
+ * "end" or the end of stdin detaches ("detach rc=E") and exits 0.
+ */
+static int hold_mode(char **argv)
+{
+	struct ibv_context *c = open_dev(argv[0]);
+	struct ibv_pd *pd = ibv_alloc_pd(c);
+	union ibv_gid mgid;
+	struct ep e;
+	char line[64];
+	int got = 0;
+
+	if (!pd || inet_pton(AF_INET6, argv[1], mgid.raw) != 1)
+		DIE("setup");
+	ep_init(&e, c, pd, (uint32_t)strtoul(argv[3], NULL, 0), 0);
+	uint16_t lid = (uint16_t)strtoul(argv[2], NULL, 0);
+	for (int i = 0; i < 8; i++)
+		repost(&e, (uint64_t)i);
+	printf("attach rc=%d\n", ibv_attach_mcast(e.qp, &mgid, lid) ? errno : 0);
+	fflush(stdout);
+	while (fgets(line, sizeof(line), stdin) && strcmp(line, "end\n")) {
+		int want = 0;
+		unsigned int other;
+		if (!strcmp(line, "attach\n")) {
+			printf("attach rc=%d\n", ibv_attach_mcast(e.qp, &mgid, lid) ? errno : 0);
+			fflush(stdout);
+			continue;
+		}
+		if (sscanf(line, "reattach %i", &other) == 1) {
+			int d = ibv_detach_mcast(e.qp, &mgid, lid) ? errno : 0;
+			int a = ibv_attach_mcast(e.qp, &mgid, (uint16_t)other) ? errno : 0;
+			if (!a)
+				lid = (uint16_t)other;
+			printf("detach rc=%d attach rc=%d\n", d, a);
+			fflush(stdout);
+			continue;
+		}
+		if (strcmp(line, "poll\n") && sscanf(line, "wait %d", &want) != 1) {
+			fprintf(stderr, "sibdata hold: unknown command %s", line);
+			return 1;
+		}
+		struct timespec t0, t;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		for (;;) {
+			struct ibv_wc wc;
+			int n = ibv_poll_cq(e.cq, 1, &wc);
+			if (n < 0 || (n == 1 && wc.status != IBV_WC_SUCCESS))
+				DIE("ibv_poll_cq");
+			if (n == 1) {
+				got++;
+				repost(&e, wc.wr_id);
+				continue;
+			}
+			clock_gettime(CLOCK_MONOTONIC, &t);
+			if (got >= want || t.tv_sec - t0.tv_sec > 20)
+				break;
+		}
+		printf("have %d\n", got);
+		fflush(stdout);
+	}
+	printf("detach rc=%d\n", ibv_detach_mcast(e.qp, &mgid, lid) ? errno : 0);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 7 && !strcmp(argv[1], "recv"))
 		return recv_mode(argv + 2);
+	if (argc == 6 && !strcmp(argv[1], "hold"))
+		return hold_mode(argv + 2);
 	struct ibv_context *c0 = open_dev("sib0"), *c1 = open_dev("sib1");
 	struct ibv_pd *p0 = ibv_alloc_pd(c0), *p1 = ibv_alloc_pd(c1);
 	if (!p0 || !p1)
