@@ -39,7 +39,7 @@ fi
 # faults, its own step in .ci/run: it forks hundreds of programs), and sib
 # (the software InfiniBand HCA, testbed/sib/: needs RSVERBS_SIB=1 on the host,
 # in no make check step yet).
-OPT_IN="faults sib sibswitch"
+OPT_IN="faults sib sibfaults sibswitch"
 # Not again in make check-traced: trace sets RSVERBS_TRACE itself, per run,
 # and compares its calls with tracing off and on; zz_bench_smoke's figures
 # are not results; select and tool test code that the trace never sees

@@ -1,5 +1,5 @@
 # Shared by the suites of sib, the test bed's software InfiniBand HCA
-# (ctest/vm/sib.sh, ctest/vm/sibswitch.sh), sourced after ctest/lib.sh;
+# (ctest/vm/sib.sh, ctest/vm/sibfaults.sh, ctest/vm/sibswitch.sh), sourced after ctest/lib.sh;
 # $W is the suite's scratch directory.
 S=/sys/class/infiniband
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -9,8 +9,15 @@ KO=/run/rsverbs/job/sib.ko
 T=${RSVERBS_TOOL:-$(dirname "${RSVERBS_LIB:-/nonexistent/x}")/rsverbs}
 # show LABEL FILE: FILE's lines in the log, each after "  LABEL: ".
 show() { sed "s/^/  $1: /" "$2"; }
-# opensm on sib0's port (osm_start sets osm_pid), and its stop.
+# opensm on sib0's port (osm_start LOG sets osm_pid), and its stop.
 osm_pid=
+OSM_GUID=0x0200005349420001
+osm_start() { # LOG: opensm on sib0's port, in the background; its cache
+  # (OSM_CACHE_DIR) and its dumps in $W: the guest sees the root read-only.
+  mkdir -p "$W/osm-cache" "$W/osm-dumps"
+  OSM_CACHE_DIR=$W/osm-cache opensm -g $OSM_GUID -f "$1" --dump_files_dir "$W/osm-dumps" > "$1.out" 2>&1 &
+  osm_pid=$!
+}
 osm_stop() { [ -z "$osm_pid" ] || { kill "$osm_pid" 2>/dev/null; wait "$osm_pid" 2>/dev/null; osm_pid=; }; }
 both_active() { [ "$(cat $S/sib0/ports/1/state $S/sib1/ports/1/state 2>/dev/null | tr '\n' ' ')" = "4: ACTIVE 4: ACTIVE " ]; }
 # sib_unload WHAT SINCE NAME: rmmod sib (the check "rmmod sib WHAT"), then
@@ -40,4 +47,16 @@ keep_release() { echo >&"${KEEP[1]}" 2>/dev/null; wait "$keep_pid" 2>/dev/null; 
 sa_mlid() {
   saquery --smkey 1 -C sib0 -m > "$W/sa.keep" 2>&1
   grep -A1 "MGID\.*$1\$" "$W/sa.keep" | sed -n 's/.*Mlid\.*0x\([0-9A-Fa-f]*\)$/\1/p' | head -1 | tr 'A-F' 'a-f'
+}
+# ipoib_of DEV: the IPoIB netdev of DEV's port 1 in this namespace, found
+# as IPoIB builds it (ipoib_main.c ipoib_intf_init: type 32, a 20-byte
+# hardware address whose bytes 4 to 19 are the port's GID 0); empty if none.
+ipoib_of() {
+  local gid n a
+  gid=$(tr -d ':' < "$S/$1/ports/1/gids/0" 2>/dev/null) || return 0
+  for n in /sys/class/net/*; do
+    [ "$(cat "$n/type" 2>/dev/null)" = 32 ] || continue
+    a=$(tr -d ':' < "$n/address")
+    [ "${a:8}" = "$gid" ] && { basename "$n"; return 0; }
+  done
 }

@@ -221,13 +221,6 @@ fi
 # set ClientReregister, which sib raises as IB_EVENT_CLIENT_REREGISTER.
 # (/run/rsverbs/modprobe: the guest's modprobe on the booted kernel's
 # module tree, testbed/guest/stage2.sh.)
-OSM_GUID=0x0200005349420001
-osm_start() { # LOG: opensm on sib0's port, in the background; its cache
-  # (OSM_CACHE_DIR) and its dumps in $W: the guest sees the root read-only.
-  mkdir -p "$W/osm-cache" "$W/osm-dumps"
-  OSM_CACHE_DIR=$W/osm-cache opensm -g $OSM_GUID -f "$1" --dump_files_dir "$W/osm-dumps" > "$1.out" 2>&1 &
-  osm_pid=$!
-}
 if ! command -v opensm > /dev/null || ! command -v saquery > /dev/null; then
   fail "no opensm or saquery in this userland (testbed/vm.sh USERLAND_PACKAGES: opensm infiniband-diags)"
 elif ! dmesg_at=$(dmesg | wc -l) || ! { lsmod | grep -q '^sib ' && rmmod sib || true; } || ! /run/rsverbs/modprobe ib_umad 2> "$W/modprobe.err" ||

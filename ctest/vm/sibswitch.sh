@@ -27,7 +27,6 @@ if [ "${RSVERBS_SIB:-0}" != 1 ]; then
   echo "sibswitch: not run: this boot has no sib (RSVERBS_SIB=1 loads it)"
   rm -f "$RESULTS_DIR/$SUITE.results"; rm -rf "$W"; exit 0
 fi
-OSM_GUID=0x0200005349420001
 SW_GUID=0x0200005349420f00
 # sw_port_state N: the switch's port N's PortInfo LinkState, asked by a
 # directed route from sib0 (0,1: out of sib0's port 1, the switch).
@@ -44,9 +43,7 @@ elif ! { ! lsmod | grep -q '^sib ' || rmmod sib; } || ! /run/rsverbs/modprobe ib
 else
   pass "insmod sib switch=1"
   check "switch=1 reads back 1, switch_drops 0" [ "$(cat $P/switch) $(drops)" = "Y 0" ]
-  mkdir -p "$W/osm-cache" "$W/osm-dumps"
-  OSM_CACHE_DIR=$W/osm-cache opensm -g $OSM_GUID -f "$W/opensm.log" --dump_files_dir "$W/osm-dumps" > "$W/opensm.out" 2>&1 &
-  osm_pid=$!
+  osm_start "$W/opensm.log"
   if wait_until 120 both_active; then pass "opensm through the switch: sib0 and sib1 ACTIVE"; else fail "opensm: sib0 and sib1 not ACTIVE: $(cat $S/sib0/ports/1/state $S/sib1/ports/1/state | tr '\n' ' ')"; fi
   check "opensm through the switch: the switch's ports 1 and 2 ACTIVE (PortInfo by directed route 0,1)" wait_until 60 sw_active
   smpquery -C sib0 -P 1 -D nodeinfo 0,1 > "$W/sw.nodeinfo" 2>&1; show "smpquery nodeinfo 0,1" "$W/sw.nodeinfo"
