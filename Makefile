@@ -365,7 +365,7 @@ faults: deps all
 # rsverbs side by side with multicast LIDs). .ci/run runs it every commit.
 check-sib: deps all
 	rm -f ctest/out/sib/*.results
-	RSVERBS_SIB=1 RSVERBS_SUITES="conform diffrand sib sibswitch" CONFORM_DEVS=sib0,sib1 DIFFRAND_DEVS="sib0 sib1" \
+	RSVERBS_SIB=1 RSVERBS_SUITES="conform diffrand sib sibfaults sibswitch" CONFORM_DEVS=sib0,sib1 DIFFRAND_DEVS="sib0 sib1" \
 	  CONFORM_FALLBACK_LINKS=preload DIFFRAND_OPS=2500 DIFFRAND_FALLBACK_OPS=1000 \
 	  RSVERBS_VM_OUT=$(CURDIR)/ctest/out/sib RSVERBS_VM_TIMEOUT=1500 ctest/vm_suite.sh; st=$$?; \
 	  ctest/summary.sh ctest/out/sib; exit $$st

@@ -36,10 +36,10 @@ if [ -n "${RSVERBS_TRACE_ALL:-}" ]; then
   echo "=== every suite with RSVERBS_TRACE=$RSVERBS_TRACE (DIFFRAND_OPS=$DIFFRAND_OPS, STRESS_ITERS=$STRESS_ITERS)"
 fi
 # Opt-in suites run only when RSVERBS_SUITES names them: faults (make
-# faults, its own step in .ci/run: it forks hundreds of programs), and sib
-# (the software InfiniBand HCA, testbed/sib/: needs RSVERBS_SIB=1 on the host,
-# in no make check step yet).
-OPT_IN="faults sib sibswitch"
+# faults, its own step in .ci/run: it forks hundreds of programs), and sib,
+# sibfaults and sibswitch (the software InfiniBand HCA, testbed/sib/: need
+# RSVERBS_SIB=1 on the host; make check-sib runs them).
+OPT_IN="faults sib sibfaults sibswitch"
 # Not again in make check-traced: trace sets RSVERBS_TRACE itself, per run,
 # and compares its calls with tracing off and on; zz_bench_smoke's figures
 # are not results; select and tool test code that the trace never sees

@@ -242,12 +242,33 @@ static void child_fail(const char *fmt, ...)
 	va_end(ap);
 }
 
-/* ::ffff:239.79.0.<c> */
+/* ::ffff:239.79.0.<c>: the program's own IP membership, and the verbs'
+ * groups on RoCE. */
 static void group(union ibv_gid *g, unsigned c)
 {
 	memset(g, 0, sizeof(*g));
 	g->raw[10] = g->raw[11] = 0xff;
 	g->raw[12] = 239, g->raw[13] = 79, g->raw[15] = (uint8_t)c;
+}
+
+/* The verbs' group <c> and LID: with FAULTS_IB=1 (an InfiniBand port,
+ * ctest/vm/sibfaults.sh) 239.79.0.<c>'s MGID as rdma_cm makes it there,
+ * ff12:4001:ffff::f4f:<c> (the group's low 28 bits: cma.c cma_set_mgid,
+ * ip_ib_mc_map with the RDMA CM signature; the SA takes no ::ffff: MGID),
+ * and FAULTS_LID (0 is EINVAL on InfiniBand: is_valid_mcast_lid, verbs.c);
+ * otherwise group() and LID 0. */
+static uint16_t lid;
+static void verb_group(union ibv_gid *g, unsigned c)
+{
+	group(g, c);
+	if (getenv("FAULTS_IB")) {
+		static const uint8_t head[6] = { 0xff, 0x12, 0x40, 0x01, 0xff, 0xff };
+		memset(g->raw + 6, 0, 6);
+		memcpy(g->raw, head, sizeof(head));
+		g->raw[12] = 239 & 0x0f;
+	}
+	const char *l = getenv("FAULTS_LID");
+	lid = l ? (uint16_t)strtoul(l, NULL, 0) : 0;
 }
 
 /* ---- the child: its scenario's objects, the verb ----------------------- */
@@ -272,10 +293,10 @@ static void verb(void)
 	switch (cur) {
 	case ATTACH_COLD:
 	case ATTACH_WARM:
-		rc = ibv_attach_mcast(qp, &scen_gid, 0);
+		rc = ibv_attach_mcast(qp, &scen_gid, lid);
 		break;
 	case DETACH_WARM:
-		rc = ibv_detach_mcast(qp, &scen_gid, 0);
+		rc = ibv_detach_mcast(qp, &scen_gid, lid);
 		break;
 	case QUERY_COLD:
 	case QUERY_WARM:
@@ -337,9 +358,9 @@ static void *later(void *arg)
 		return NULL;
 	uint64_t t0 = now_ns();
 	__atomic_store_n(&in_later, 1, __ATOMIC_SEQ_CST);
-	int rc = ibv_attach_mcast(qp, &later_gid, 0);
+	int rc = ibv_attach_mcast(qp, &later_gid, lid);
 	if (!rc)
-		rc = ibv_detach_mcast(qp, &later_gid, 0);
+		rc = ibv_detach_mcast(qp, &later_gid, lid);
 	__atomic_store_n(&in_later, 0, __ATOMIC_SEQ_CST);
 	sh->later_us = (long)((now_ns() - t0) / 1000);
 	sh->later_rc = rc;
@@ -456,7 +477,7 @@ static void cancel_run(void)
 			sh->pos_site[k] = ip; /* unknown: never the same as another */
 		}
 	}
-	group(&later_gid, 2);
+	verb_group(&later_gid, 2);
 	sh->later_rc = -1;
 	supervise(later, &later_listener, &in_later, 0, &sh->later_futex, NULL, NULL);
 }
@@ -473,15 +494,15 @@ static void child(enum scenario s, enum mode mode, int sock)
 	qp = new_qp_on(pd, cq, IBV_QPT_UD);
 	union ibv_gid mine;
 	struct ibv_gid_entry e;
-	group(&scen_gid, 1);
+	verb_group(&scen_gid, 1);
 	group(&mine, 9);
 	/* The program's own socket and membership. */
 	int own = ip_join_mgid(mine.raw, if_nametoindex(netdev));
 	if (own < 0)
 		_exit(3);
-	if (s == ATTACH_WARM && (ibv_attach_mcast(qp, &scen_gid, 0) || ibv_detach_mcast(qp, &scen_gid, 0)))
+	if (s == ATTACH_WARM && (ibv_attach_mcast(qp, &scen_gid, lid) || ibv_detach_mcast(qp, &scen_gid, lid)))
 		_exit(3);
-	if (s == DETACH_WARM && ibv_attach_mcast(qp, &scen_gid, 0))
+	if (s == DETACH_WARM && ibv_attach_mcast(qp, &scen_gid, lid))
 		_exit(3);
 	if (s == QUERY_WARM || s == QUERY_EMPTY)
 		ibv_query_gid_ex(ctx, 1, 0, &e, 0);
@@ -519,7 +540,7 @@ static void child(enum scenario s, enum mode mode, int sock)
 	if (sh->rc < 0 || (sh->rc > 0 && sh->err != sh->rc && !quiet))
 		child_fail("rc %d with errno %d", sh->rc, sh->err);
 	if (s == ATTACH_COLD || s == ATTACH_WARM)
-		ibv_detach_mcast(qp, &scen_gid, 0);
+		ibv_detach_mcast(qp, &scen_gid, lid);
 	int fds2 = count_fds(), socks2 = count_holders();
 	if (fds2 - socks2 != fds - socks)
 		child_fail("fds other than sockets and rdma_cm fds: %d before, %d after", fds - socks, fds2 - socks2);

@@ -28,18 +28,25 @@
 # syscalls are raw: src/sys.rs). One summary line per axis. FAULTS_AXES
 # (some of "syscall allocation cancellation small-stack") and FAULTS_PATHS
 # (some of "plain features fabric") run fewer (make faults: all).
+# On InfiniBand from ctest/vm/sibfaults.sh (make check-sib, SUITE=faults_ib):
+# FAULTS_DEV=sib0 FAULTS_NETDEV=ib0 (its IPoIB netdev, which holds the
+# program's own IPv4 membership), FAULTS_IB=1 and FAULTS_LID (the verbs'
+# groups as InfiniBand MGIDs with a multicast LID: ctest/vm/faults.c),
+# FAULTS_FABRIC=1 (the fabric join's InfiniBand switch, for roce) and
+# FAULTS_PATHS="plain fabric".
 set -uo pipefail
 source "$(dirname "$0")/../lib.sh"
 W=$(mktemp -d)
-trap 'mkdir -p "$RESULTS_DIR/faults" && cp -r "$W"/. "$RESULTS_DIR/faults/"; rm -rf "$W"' EXIT
+trap 'mkdir -p "$RESULTS_DIR/$SUITE" && cp -r "$W"/. "$RESULTS_DIR/$SUITE/"; rm -rf "$W"' EXIT
 P=$BIN/faults
+DEV=${FAULTS_DEV:-rxe1} NETDEV=${FAULTS_NETDEV:-dummy0}
 TMO=${FAULTS_TIMEOUT:-900}
 
 one() { # one LABEL ENV...: a run, one result per injected fault
 	local label=$1 out=$W/$1.out; shift
 	grep -qw "$label" <<< "${FAULTS_PATHS:-plain features fabric}" || return 0
 	# The census lines of each scenario, as they come: the progress lines.
-	timeout "$TMO" env "$@" "$P" rxe1 dummy0 2> "$W/$label.err" | tee "$out" |
+	timeout "$TMO" env "$@" "$P" "$DEV" "$NETDEV" 2> "$W/$label.err" | tee "$out" |
 		sed -u -n "s/^census/faults: $label: census/p"
 	local rc=${PIPESTATUS[0]}
 	while read -r _ rest; do
@@ -50,10 +57,10 @@ one() { # one LABEL ENV...: a run, one result per injected fault
 }
 one plain FAULTS_LIB=rsverbs LD_PRELOAD="$RSVERBS_LIB"
 one features FAULTS_LIB=rsverbs LD_PRELOAD="$RSVERBS_LIB" RSVERBS_MCAST_IPJOIN=1 RSVERBS_TRACE="hints:$W/trace"
-one fabric FAULTS_LIB=rsverbs LD_PRELOAD="$RSVERBS_LIB" RSVERBS_MCAST_FABRICJOIN=roce RSVERBS_TRACE="hints:$W/trace.fabric"
+one fabric FAULTS_LIB=rsverbs LD_PRELOAD="$RSVERBS_LIB" RSVERBS_MCAST_FABRICJOIN="${FAULTS_FABRIC:-roce}" RSVERBS_TRACE="hints:$W/trace.fabric"
 
 if [ -f "$W/plain.out" ]; then
-	timeout "$TMO" env FAULTS_LIB=rdma-core "$P" --command rxe1 dummy0 > "$W/ref.out" 2> "$W/ref.err"
+	timeout "$TMO" env FAULTS_LIB=rdma-core "$P" --command "$DEV" "$NETDEV" > "$W/ref.out" 2> "$W/ref.err"
 	grep '^command ' "$W/ref.out" > "$W/ref.command"
 	grep '^command ' "$W/plain.out" > "$W/plain.command"
 	check "the kernel command failed in the warm state: rsverbs answers as rdma-core ($(wc -l < "$W/ref.command") cases)" \

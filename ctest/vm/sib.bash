@@ -1,5 +1,5 @@
 # Shared by the suites of sib, the test bed's software InfiniBand HCA
-# (ctest/vm/sib.sh, ctest/vm/sibswitch.sh), sourced after ctest/lib.sh;
+# (ctest/vm/sib.sh, ctest/vm/sibfaults.sh, ctest/vm/sibswitch.sh), sourced after ctest/lib.sh;
 # $W is the suite's scratch directory.
 S=/sys/class/infiniband
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -9,7 +9,7 @@ KO=/run/rsverbs/job/sib.ko
 T=${RSVERBS_TOOL:-$(dirname "${RSVERBS_LIB:-/nonexistent/x}")/rsverbs}
 # show LABEL FILE: FILE's lines in the log, each after "  LABEL: ".
 show() { sed "s/^/  $1: /" "$2"; }
-# opensm on sib0's port (osm_start sets osm_pid), and its stop.
+# opensm on sib0's port (osm_start LOG sets osm_pid), and its stop.
 osm_pid=
 OSM_GUID=0x0200005349420001
 osm_start() { # LOG: opensm on sib0's port, in the background; its cache
@@ -62,3 +62,15 @@ ipoib_up() {
 # opensm's default: trusted); records_are MGID N.
 members_of() { saquery --smkey 1 -C sib0 -m 2>/dev/null | grep -c "MGID\.*$1\$"; }
 records_are() { [ "$(members_of "$1")" = "$2" ]; }
+# ipoib_of DEV: the IPoIB netdev of DEV's port 1 in this namespace, found
+# as IPoIB builds it (ipoib_main.c ipoib_intf_init: type 32, a 20-byte
+# hardware address whose bytes 4 to 19 are the port's GID 0); empty if none.
+ipoib_of() {
+  local gid n a
+  gid=$(tr -d ':' < "$S/$1/ports/1/gids/0" 2>/dev/null) || return 0
+  for n in /sys/class/net/*; do
+    [ "$(cat "$n/type" 2>/dev/null)" = 32 ] || continue
+    a=$(tr -d ':' < "$n/address")
+    [ "${a:8}" = "$gid" ] && { basename "$n"; return 0; }
+  done
+}

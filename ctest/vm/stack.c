@@ -35,6 +35,14 @@
  * replaces it. stack.sh runs the fabric join's failed open apart, in a
  * mount namespace where /dev/infiniband/rdma_cm is not the device.
  *
+ * The groups and the LID, by the environment (default: RoCE's): STACK_GROUPS
+ * "HEX HEX" the two groups (default ::ffff:239.10.10.10 and ff0e::a0a0a, the
+ * IP join's two families; labelled v4 and v6, otherwise mgid1 and mgid2),
+ * STACK_CRED_GROUP the first join's group (default ::ffff:239.10.10.11),
+ * STACK_LID the LID of every attach and detach (default 0: RoCE's; on
+ * InfiniBand 0 is EINVAL, the kernel's is_valid_mcast_lid, verbs.c, wants
+ * 0xc000..0xfffe; ctest/vm/sibfaults.sh passes InfiniBand MGIDs and 0xc001).
+ *
  * signal: the handler runs on an 8 KiB (8,192-byte) alternate stack
  * mmap'ed above a PROT_NONE guard page: a verb that overflows it dies with
  * SIGSEGV. Its answers must equal the normal run's (stack.sh compares). */
@@ -96,6 +104,7 @@ static struct {
 static struct ibv_context *ctx;
 static struct ibv_qp *qp;
 static union ibv_gid group;
+static uint16_t lid; /* STACK_LID */
 static enum op cur;
 static char answer[512];
 
@@ -120,10 +129,10 @@ static void run_op(void)
 	case R_QUERY_GID_EX: ret = SENTINEL_CALL(&err, rs.query_gid_ex(ctx, 1, 1, &entry_v, 0, sizeof(entry_v))); break;
 	case QUERY_GID_TABLE: ret = SENTINEL_CALL(&err, v.query_gid_table(ctx, table_v, 16, 0, sizeof(table_v[0]))); break;
 	case R_QUERY_GID_TABLE: ret = SENTINEL_CALL(&err, rs.query_gid_table(ctx, table_v, 16, 0, sizeof(table_v[0]))); break;
-	case ATTACH: ret = SENTINEL_CALL(&err, v.attach(qp, &group, 0)); break;
-	case DETACH: ret = SENTINEL_CALL(&err, v.detach(qp, &group, 0)); break;
-	case R_ATTACH: ret = SENTINEL_CALL(&err, rs.attach(qp, &group, 0)); break;
-	case R_DETACH: ret = SENTINEL_CALL(&err, rs.detach(qp, &group, 0)); break;
+	case ATTACH: ret = SENTINEL_CALL(&err, v.attach(qp, &group, lid)); break;
+	case DETACH: ret = SENTINEL_CALL(&err, v.detach(qp, &group, lid)); break;
+	case R_ATTACH: ret = SENTINEL_CALL(&err, rs.attach(qp, &group, lid)); break;
+	case R_DETACH: ret = SENTINEL_CALL(&err, rs.detach(qp, &group, lid)); break;
 	case R_ATTACHMENTS: ret = SENTINEL_CALL(&err, rs.attachments(qp, gids_v, lids_v, 4)); break;
 	case R_INDEX_RDMA_CM: ret = SENTINEL_CALL(&err, rs.rdma_cm(ctx, 1, (struct sockaddr *)&sin_v, 0)); break;
 	case R_INDEX_PERFTEST: ret = SENTINEL_CALL(&err, rs.perftest(ctx, 1)); break;
@@ -348,12 +357,22 @@ int main(int argc, char **argv)
 		 * first credentials; ctx0 stays open. */
 		union ibv_gid x;
 		struct ibv_context *ctx0 = open_by_name(argv[1]);
-		gid_from_hex(&x, "00000000000000000000ffffef0a0a0b");
+		const char *cg = getenv("STACK_CRED_GROUP");
+		gid_from_hex(&x, cg ? cg : "00000000000000000000ffffef0a0a0b");
 		if (!rs.join || rs.join(ctx0, 1, &x, RSVERBS_MCAST_FULLMEMBER))
 			die("STACK_CRED_CHANGE: the first join: %s", strerror(errno));
 	}
-	/* An IPv4-mapped group and an IPv6 one: the IP join's two families. */
-	const char *groups[2] = { "00000000000000000000ffffef0a0a0a", "ff0e00000000000000000000000a0a0a" };
+	/* An IPv4-mapped group and an IPv6 one: the IP join's two families
+	 * (or STACK_GROUPS': two hex MGIDs, space-separated). */
+	char groups[2][33] = { "00000000000000000000ffffef0a0a0a", "ff0e00000000000000000000000a0a0a" };
+	const char *labels[2] = { "v4", "v6" }, *sg = getenv("STACK_GROUPS");
+	if (sg) {
+		if (sscanf(sg, "%32s %32s", groups[0], groups[1]) != 2 || strlen(groups[0]) != 32 || strlen(groups[1]) != 32)
+			die("STACK_GROUPS: want two 32-digit hex MGIDs, got '%s'", sg);
+		labels[0] = "mgid1", labels[1] = "mgid2";
+	}
+	const char *sl = getenv("STACK_LID");
+	lid = sl ? (uint16_t)strtoul(sl, NULL, 0) : 0;
 	for (enum op o = 0; o < N_OPS; o++) {
 		if (!available(o))
 			continue;
@@ -376,7 +395,7 @@ int main(int argc, char **argv)
 				/* Detach (and the attachments' list) on a group attached
 				 * first, in the steady round; attach's group detached after. */
 				if (round == 1 && (o == DETACH || o == R_DETACH || o == R_ATTACHMENTS))
-					if (ibv_attach_mcast(qp, &group, 0))
+					if (ibv_attach_mcast(qp, &group, lid))
 						die("attach before %s: %s", names[o], strerror(errno));
 				/* A leave of a membership joined first, in both rounds
 				 * (STACK_JOIN_MAY_FAIL: the fabric join's open fails; the
@@ -396,11 +415,11 @@ int main(int argc, char **argv)
 				if (round == 0)
 					memcpy(first_answer, answer, sizeof(answer));
 				if (o == ATTACH || o == R_ATTACH || (round == 1 && o == R_ATTACHMENTS))
-					ibv_detach_mcast(qp, &group, 0);
+					ibv_detach_mcast(qp, &group, lid);
 				if (o == R_MCAST_JOIN)
 					rs.leave(ctx, 1, &group, RSVERBS_MCAST_FULLMEMBER);
 			}
-			const char *label = g ? "v6" : by_group ? "v4" : "-";
+			const char *label = g ? labels[1] : by_group ? labels[0] : "-";
 			if (mode == 'm') {
 				size_t p = peak[0] > peak[1] ? peak[0] : peak[1];
 				printf("%s %s first=%zu steady=%zu\n", names[o], label, peak[0], peak[1]);

@@ -16,11 +16,21 @@
 # with the file's re-open as root), eacces (the rdma_cm fd opened as root
 # first, then a capability dropped from the bounding set before each
 # attach, detach, join and leave: each meets EACCES and replaces the fd).
+# On rxe1 by default (make check); on InfiniBand from ctest/vm/sibfaults.sh
+# (make check-sib: STACK_DEV=sib0, SUITE=stack_ib, the groups and the LID by
+# STACK_GROUPS, STACK_CRED_GROUP and STACK_LID, ctest/vm/stack.c;
+# STACK_FABRIC=1, the fabric join's InfiniBand switch, for roce; STACK_MODES
+# without pending). The port's link layer (sysfs) picks the expectations
+# that differ: on InfiniBand RSVERBS_MCAST_IPJOIN=1 joins nothing (an IB
+# port's GIDs have no netdev: docs/ipjoin.md) and a traced attach without a
+# join gives no hint (no-ip-join is RoCE's: src/trace/hints.rs).
 set -uo pipefail
 source "$(dirname "$0")/../lib.sh"
 W=$(mktemp -d)
-trap 'mkdir -p "$RESULTS_DIR/stack" && cp -r "$W"/. "$RESULTS_DIR/stack/"; rm -rf "$W"' EXIT
+trap 'mkdir -p "$RESULTS_DIR/$SUITE" && cp -r "$W"/. "$RESULTS_DIR/$SUITE/"; rm -rf "$W"' EXIT
 DEV=${STACK_DEV:-rxe1}
+FABRIC=${STACK_FABRIC:-roce}
+LL=$(cat "/sys/class/infiniband/$DEV/ports/1/link_layer" 2>/dev/null)
 # What a verb may take so that, called from a signal handler on an 8 KiB
 # alternate stack (SIGSTKSZ on x86_64 and s390x: glibc bits/sigstack.h),
 # it fits beside the kernel's signal frame, with 512 bytes for the C caller
@@ -57,15 +67,15 @@ for mode in relinked preload; do
   # (its /proc reads and its longest line) instead of the IP join's lines.
   # fabric: the fabric join's engine (rdma_cm, docs/fabric-join.md) with
   # the trace, its event read and its hints written inside the attach.
-  for feat in plain features hints fabric fabricfail pending eacces; do
+  for feat in ${STACK_MODES:-plain features hints fabric fabricfail pending eacces}; do
     E=(-u RSVERBS_TRACE -u RSVERBS_MCAST_IPJOIN)
-    F=(-u RSVERBS_MCAST_IPJOIN RSVERBS_MCAST_FABRICJOIN=roce RSVERBS_TRACE="hints:$W/$mode.$feat.trace")
+    F=(-u RSVERBS_MCAST_IPJOIN RSVERBS_MCAST_FABRICJOIN="$FABRIC" RSVERBS_TRACE="hints:$W/$mode.$feat.trace")
     [ $feat = fabricfail ] && E=("${F[@]}" STACK_JOIN_MAY_FAIL=1)
     [ $feat = pending ] && E=("${F[@]}" STACK_PENDING_RUN=1)
     [ $feat = eacces ] && E=("${F[@]}" STACK_CRED_CHANGE=1)
     [ $feat = features ] && E=(RSVERBS_MCAST_IPJOIN=1 RSVERBS_TRACE="hints:$W/$mode.$feat.trace")
     [ $feat = hints ] && E=(-u RSVERBS_MCAST_IPJOIN RSVERBS_TRACE="hints:$W/$mode.$feat.trace")
-    [ $feat = fabric ] && E=(-u RSVERBS_MCAST_IPJOIN RSVERBS_MCAST_FABRICJOIN=roce RSVERBS_TRACE="hints:$W/$mode.$feat.trace")
+    [ $feat = fabric ] && E=(-u RSVERBS_MCAST_IPJOIN RSVERBS_MCAST_FABRICJOIN="$FABRIC" RSVERBS_TRACE="hints:$W/$mode.$feat.trace")
     l=$mode.$feat
     X=()
     if [ $feat = fabricfail ]; then
@@ -79,12 +89,27 @@ for mode in relinked preload; do
     check "$l: every export measured ($(grep -c 'first=' "$W/$l.measure") calls)" test "$(grep -c 'first=' "$W/$l.measure")" -ge 17
     peak=$(awk '/first=/ { for (i = 3; i <= 4; i++) { split($i, a, "="); if (a[2] > m) { m = a[2]; w = $1 " " $2 } } } END { print m " (" w ")" }' "$W/$l.measure")
     check "$l: every export within $BUDGET bytes of stack (rc $rc, deepest $peak)" test "$rc" -eq 0
-    if [ $feat = features ]; then
+    if [ $feat = features ] && [ "$LL" = InfiniBand ]; then
+      # The IP join's netdevs are those of the port's GIDs (gid_attrs/ndevs,
+      # src/ipjoin/mod.rs netdevs): an InfiniBand port has none, so it
+      # joins nothing and writes no ipjoin line.
+      check "$l: the calls were traced, the file opened again; on InfiniBand no IP join ($(grep -c 'ipjoin \(join\|leave\)' "$W/$l.trace" 2>/dev/null) join or leave lines)" \
+        test "$(grep -c 'ibv_attach_mcast' "$W/$l.trace" 2>/dev/null)" -ge 2 -a "$(grep -c 'ipjoin \(join\|leave\)' "$W/$l.trace" 2>/dev/null)" -eq 0
+    elif [ $feat = features ]; then
       check "$l: the calls were traced, the file opened again, the groups joined" \
         test "$(grep -c 'ibv_attach_mcast' "$W/$l.trace" 2>/dev/null)" -ge 2 -a "$(grep -c 'ipjoin join' "$W/$l.trace" 2>/dev/null)" -ge 2
+    elif [ $feat = fabric ] && [ "$LL" = InfiniBand ]; then
+      # Through the SA (opensm): the event's MLID is a multicast LID.
+      check "$l: the calls were traced, the groups joined through rdma_cm and the SA ($(grep -c 'fabricjoin joined .* mlid=0x[c-f]' "$W/$l.trace" 2>/dev/null) with an MLID)" \
+        test "$(grep -c 'fabricjoin joined netdev=ib[0-9]* .* mlid=0x[c-f][0-9a-f]\{3\} ' "$W/$l.trace" 2>/dev/null)" -ge 2
     elif [ $feat = fabric ]; then
       check "$l: the calls were traced, the groups joined through rdma_cm" \
         test "$(grep -c 'fabricjoin joined' "$W/$l.trace" 2>/dev/null)" -ge 2
+    elif [ $feat = hints ] && [ "$LL" = InfiniBand ]; then
+      # no-ip-join is for Ethernet ports only (hints.rs, facts::is_ethernet);
+      # on InfiniBand an attach without the fabric join gives no hint.
+      check "$l: the calls were traced, no hint on InfiniBand ($(grep -c 'hint\[' "$W/$l.trace" 2>/dev/null) hint lines)" \
+        test "$(grep -c 'ibv_attach_mcast' "$W/$l.trace" 2>/dev/null)" -ge 2 -a "$(grep -c 'hint\[' "$W/$l.trace" 2>/dev/null)" -eq 0
     elif [ $feat = hints ]; then
       check "$l: the calls were traced with their hints" grep -q 'hint\[no-ip-join\]' "$W/$l.trace"
     elif [ $feat = fabricfail ]; then
