@@ -211,10 +211,17 @@ else
       # root) at both ends, through the switch, with rdma-core alone and
       # with rsverbs preloaded (its attach and detach then rsverbs'):
       # both ends report their 100 iterations.
+      # Preloaded, both ends trace into one file (RSVERBS_TRACE=hints:FILE)
+      # with uretprobes on librsverbs' five verbs: one trace line per call
+      # on InfiniBand too (as ctest/vm/trace.sh shows on rxe).
+      source "$ROOT/ctest/vm/uprobes.bash"
+      probes=0
+      if probes_on rsvsib 8192 ="$RSVERBS_LIB"; then probes=1; pass "uretprobes on librsverbs.so.1's five verbs"; else fail "cannot set uretprobes on librsverbs.so.1"; fi
       port=18700
       for tool in ib_send_bw ib_send_lat; do
         for mode in ref pre; do
-          pre=(); [ $mode = pre ] && pre=(env LD_PRELOAD="$RSVERBS_LIB")
+          pre=(); [ $mode = pre ] && pre=(env LD_PRELOAD="$RSVERBS_LIB" RSVERBS_TRACE="hints:$W/$tool.trace")
+          [ $probes = 1 ] && probes_clear
           port=$((port + 1))
           ip netns exec $NS "${pre[@]}" timeout 60 $tool -d sib1 -c UD --mcg -n 100 -F -p $port > "$W/$tool.$mode.server" 2>&1 &
           sp=$!
@@ -224,8 +231,15 @@ else
           show "$tool --mcg server ($mode)" "$W/$tool.$mode.server"; show "$tool --mcg client ($mode)" "$W/$tool.$mode.client"
           check "$tool -c UD --mcg through the switch ($([ $mode = pre ] && echo 'rsverbs preloaded' || echo 'rdma-core alone')): both ends ran 100 iterations (exit $cst, $sst)" \
             bash -c "[ $cst = 0 ] && [ $sst = 0 ] && grep -Eq '^ [0-9]+ +100 ' '$W/$tool.$mode.client' && grep -Eq '^ [0-9]+ +100 ' '$W/$tool.$mode.server' && ! grep -q \"Couldn't\" '$W/$tool.$mode.server' '$W/$tool.$mode.client'"
+          if [ $mode = pre ]; then
+            [ $probes = 1 ] && counts_equal "$tool --mcg on InfiniBand, preloaded" "$W/$tool.trace"
+            check "... its trace lines well formed" well_formed "$W/$tool.trace"
+            check "... its attach traced on sib1 with the SA's multicast LID, as perftest joined it" \
+              grep -Eq "^rsverbs\[[0-9]+\]: ibv_attach_mcast dev=sib1 port=1 .* lid=0xc[0-9a-f]{3} result=0 " "$W/$tool.trace"
+          fi
         done
       done
+      probes_off
     fi
     keep_release
     ip netns del $NS 2>/dev/null

@@ -1,6 +1,7 @@
-# Sourced by ctest/vm/compat.sh, ctest/vm/trace.sh and demo/guest.sh (not a
-# suite: the runner only runs ctest/vm/*.sh): uretprobes on the five verbs
-# of a library, counted from tracefs.
+# Sourced by ctest/vm/compat.sh, ctest/vm/trace.sh, ctest/vm/sibswitch.sh
+# and demo/guest.sh (not a suite: the runner only runs ctest/vm/*.sh):
+# uretprobes on the five verbs of a library, counted from tracefs, and the
+# calls a trace file stands for, compared with them (counts_equal: $W/counts).
 TR=/sys/kernel/tracing
 declare -A OFF
 PROBES=() PROBE_GROUP="" BUFKB=""
@@ -65,3 +66,40 @@ probes_off() {
 }
 
 probes_clear() { : > $TR/trace; }
+
+# ---- what the probes counted against what a trace says -----------------------
+# "attach=N detach=N gid=N qgid=N table=N": the calls since probes_clear.
+probes_count() {
+	awk '!/^#/ { for (i = 1; i <= NF; i++) if ($i ~ /^(attach|detach|gid|qgid|table):$/) { sub(/:$/, "", $i); n[$i]++ } }
+		END { printf "attach=%d detach=%d gid=%d qgid=%d table=%d\n", n["attach"], n["detach"], n["gid"], n["qgid"], n["table"] }' $TR/trace
+}
+# The same from trace files: one call per line, N for a line ending "×N".
+trace_count() {
+	cat "$@" 2>/dev/null | awk '
+		function k() { return $NF ~ /^×[0-9]+$/ ? substr($NF, length("×") + 1) + 0 : 1 }
+		/^rsverbs\[[0-9]+\]: ibv_attach_mcast / { n["attach"]++ }
+		/^rsverbs\[[0-9]+\]: ibv_detach_mcast / { n["detach"]++ }
+		/^rsverbs\[[0-9]+\]: _ibv_query_gid_ex / { n["gid"] += k() }
+		/^rsverbs\[[0-9]+\]: ibv_query_gid / { n["qgid"] += k() }
+		/^rsverbs\[[0-9]+\]: _ibv_query_gid_table / { n["table"]++ }
+		END { printf "attach=%d detach=%d gid=%d qgid=%d table=%d\n", n["attach"], n["detach"], n["gid"], n["qgid"], n["table"] }'
+}
+# counts_equal NAME TRACEFILE...: trace lines vs uretprobe hits since probes_clear.
+counts_equal() {
+	local name=$1 p t; shift
+	p=$(probes_count) t=$(trace_count "$@")
+	echo "trace: $name: uretprobes $p; trace lines $t"
+	echo "$name probes $p lines $t" >> "$W/counts"
+	if [ "$p" = "$t" ] && [ "$p" != "attach=0 detach=0 gid=0 qgid=0 table=0" ]; then
+		pass "$name: one trace line per call ($t)"
+	else
+		fail "$name: trace lines ($t) differ from the calls uretprobes counted ($p)"
+	fi
+}
+# Every line of a trace file has the documented prefix and a known verb or
+# hint (docs/trace.md's list; the fabric join's lines are not expected).
+well_formed() {
+	local bad
+	bad=$(grep -cvE '^rsverbs\[[0-9]+\]: (ibv_attach_mcast|ibv_detach_mcast|_ibv_query_gid_ex|ibv_query_gid|_ibv_query_gid_table) |^rsverbs\[[0-9]+\]: hint\[(no-ip-join|not-multicast|not-ud|lid-mismatch|still-attached|limit|qkey-violations|ip-join-failed|no-ipoib|mlid-mismatch|qkey-mismatch|fabric-join-failed|fabric-join-cred-change)\]: ' "$@")
+	[ "$bad" = 0 ]
+}
