@@ -203,8 +203,20 @@ else
       timeout 60 mckey -b 10.77.0.1 -m $G -s -C 5 > "$W/mckey.send5" 2>&1; sst=$?
       hold "wait 10"
       check "... and mckey's next 5 datagrams arrive, each once (exit $sst, $ans)" bash -c "[ $sst = 0 ] && [ '$ans' = 'have 10' ]"
+      # None after the detach: its fabric join leaves, the SM takes port 2
+      # out of the MFT, and mckey's next 5 are dropped at the switch.
+      hold detach
+      check "... its detach: 0, and its fabric join left the group" bash -c \
+        "[ '$ans' = 'detach rc=0' ] && tail -n 1 '$W/hold.trace' | grep -q 'fabricjoin leave netdev=ib1 .*mgid=$GM .*result=0'"
+      check "... the MFT names no port for 0x$m2 again (sib0 the only member)" wait_until 30 mft_is "$m2" ""
+      d0=$(drops)
+      timeout 60 mckey -b 10.77.0.1 -m $G -s -C 5 > "$W/mckey.send6" 2>&1; sst=$?
+      check "... after the detach the switch drops mckey's 5 (exit $sst; switch_drops from $d0)" \
+        wait_until 10 bash -c "[ $sst = 0 ] && [ \$(cat $P/switch_drops) -ge $((d0 + 5)) ]"
+      hold poll
+      check "... and the detached receiver got none of them" [ "$ans" = "have 10" ]
       hold end
-      check "... its detach at the end: 0" [ "$ans" = "detach rc=0" ]
+      check "... it ends without a second detach" [ "$ans" = "done" ]
       wait "$hold_pid"
       show "holder" "$W/hold.out"; show "holder's trace" "$W/hold.trace"
       # perftest's UD multicast on InfiniBand: its own SA join (umad, as
@@ -240,6 +252,32 @@ else
         done
       done
       probes_off
+      # No subnet manager: opensm stopped, the ports stay ACTIVE with its SM
+      # LID, a receiver attaches with the fabric join. Its attach answers as
+      # without it. The SA query reaches sib0's port, whose MAD layer has no
+      # agent for the SA class and answers the Set itself with status
+      # "unsupported method/attribute" (mad.c generate_unmatched_resp),
+      # which the SA client makes EINVAL as every MAD status (sa_query.c
+      # recv_handler): the join's event EINVAL, at once, a trace line and
+      # hint[fabric-join-failed] naming both causes. (ETIMEDOUT needs an SM
+      # LID that nothing answers at.) Read at the attach or a later one.
+      osm_stop
+      G3=239.77.22.22 GM3=ff12:4001:ffff::f4d:1616
+      coproc HOLD { exec ip netns exec $NS env LD_PRELOAD="$RSVERBS_LIB" RSVERBS_MCAST_FABRICJOIN=1 RSVERBS_TRACE=hints \
+        "$W/sibdata" hold sib1 $GM3 0xc00a 0x01234567 2> "$W/nosm.trace"; }
+      hold_pid=$HOLD_PID h_out=${HOLD[0]} h_in=${HOLD[1]}
+      : > "$W/hold.out"
+      hold ""
+      check "without an SM: the attach with the fabric join answers 0, as without it" [ "$ans" = "attach rc=0" ]
+      failed_join() { hold attach; grep -Eq "fabricjoin (join|lost) netdev=ib1 .*mgid=$GM3 .*result=" "$W/nosm.trace"; }
+      wait_until 90 failed_join
+      show "holder without an SM" "$W/hold.out"; show "its trace" "$W/nosm.trace"
+      e=$(sed -n "s/.*fabricjoin \(join\|lost\) netdev=ib1 .*mgid=$GM3 .*step=\([a-z]*\) result=\([A-Z]*\).*/\2 \3/p" "$W/nosm.trace" | head -1)
+      check "... the join's event EINVAL (${e:-no failure seen}), hint[fabric-join-failed] naming a missing SA" bash -c \
+        "[ '$e' = 'event EINVAL' ] && grep -q 'hint\[fabric-join-failed\]: RSVERBS_MCAST_FABRICJOIN could not join $GM3 .*EINVAL(22) at event .*or no SA runs at the SM LID' '$W/nosm.trace'"
+      check "... and every attach still answered 0" bash -c "! grep -v 'attach rc=0' '$W/hold.out' | grep -q attach"
+      hold end
+      wait "$hold_pid"
     fi
     keep_release
     ip netns del $NS 2>/dev/null

@@ -255,8 +255,11 @@ pub fn fabric_join_failed(pid: u32, netdev: &str, mgid: &Mgid, step: &str, e: i3
             (_, libc::EADDRNOTAVAIL) => {
                 " (the kernel found no IPoIB broadcast group to take the join's template from: is IPoIB up and joined on the port?)."
             }
+            // Any MAD status is EINVAL (sa_query.c recv_handler), and the
+            // SM LID's port without an SA answers the join itself with one
+            // (mad.c generate_unmatched_resp): run on the test bed.
             ("event", libc::EINVAL) => {
-                " (the SA refused the record: the group exists with another Q_Key, SL, TClass or P_Key, e.g. made by perftest's own join; OpenSM logs ERR 1B30 for a Q_Key)."
+                " (the SA refused the record: the group exists with another Q_Key, SL, TClass or P_Key, e.g. made by perftest's own join, OpenSM's ERR 1B30; or no SA runs at the SM LID: saquery fails there too)."
             }
             (_, libc::ETIMEDOUT) => " (the SA did not answer: is a subnet manager running?).",
             (_, libc::ENETRESET) => " (the subnet manager re-registered the port; the group is joined again at its next attach).",

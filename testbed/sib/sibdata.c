@@ -242,7 +242,9 @@ static int recv_mode(char **argv)
  * the old one goes first), "detach rc=E attach rc=F";
  * "poll" takes what has arrived without waiting, "have N" (the datagrams
  * so far); "wait N" waits up to 20 s until N have arrived in all, "have N".
- * "end" or the end of stdin detaches ("detach rc=E") and exits 0.
+ * "detach" detaches it ("detach rc=E"); "end" or the end of stdin
+ * detaches it if it is still attached ("detach rc=E"; else "done") and
+ * exits 0.
  */
 static int hold_mode(char **argv)
 {
@@ -251,7 +253,7 @@ static int hold_mode(char **argv)
 	union ibv_gid mgid;
 	struct ep e;
 	char line[64];
-	int got = 0;
+	int got = 0, attached = 1;
 
 	if (!pd || inet_pton(AF_INET6, argv[1], mgid.raw) != 1)
 		DIE("setup");
@@ -259,13 +261,24 @@ static int hold_mode(char **argv)
 	uint16_t lid = (uint16_t)strtoul(argv[2], NULL, 0);
 	for (int i = 0; i < 8; i++)
 		repost(&e, (uint64_t)i);
-	printf("attach rc=%d\n", ibv_attach_mcast(e.qp, &mgid, lid) ? errno : 0);
+	int a0 = ibv_attach_mcast(e.qp, &mgid, lid) ? errno : 0;
+	attached = !a0;
+	printf("attach rc=%d\n", a0);
 	fflush(stdout);
 	while (fgets(line, sizeof(line), stdin) && strcmp(line, "end\n")) {
 		int want = 0;
 		unsigned int other;
 		if (!strcmp(line, "attach\n")) {
-			printf("attach rc=%d\n", ibv_attach_mcast(e.qp, &mgid, lid) ? errno : 0);
+			int a = ibv_attach_mcast(e.qp, &mgid, lid) ? errno : 0;
+			attached = attached || !a;
+			printf("attach rc=%d\n", a);
+			fflush(stdout);
+			continue;
+		}
+		if (!strcmp(line, "detach\n")) {
+			int d = ibv_detach_mcast(e.qp, &mgid, lid) ? errno : 0;
+			attached = attached && d;
+			printf("detach rc=%d\n", d);
 			fflush(stdout);
 			continue;
 		}
@@ -274,6 +287,7 @@ static int hold_mode(char **argv)
 			int a = ibv_attach_mcast(e.qp, &mgid, (uint16_t)other) ? errno : 0;
 			if (!a)
 				lid = (uint16_t)other;
+			attached = !a || (attached && d);
 			printf("detach rc=%d attach rc=%d\n", d, a);
 			fflush(stdout);
 			continue;
@@ -301,7 +315,10 @@ static int hold_mode(char **argv)
 		printf("have %d\n", got);
 		fflush(stdout);
 	}
-	printf("detach rc=%d\n", ibv_detach_mcast(e.qp, &mgid, lid) ? errno : 0);
+	if (attached)
+		printf("detach rc=%d\n", ibv_detach_mcast(e.qp, &mgid, lid) ? errno : 0);
+	else
+		printf("done\n");
 	return 0;
 }
 
