@@ -168,7 +168,8 @@ if [ -e $KO ] && rmmod sib && insmod $KO fixed_lids=1 2> "$W/insmod.err" && wait
     qa=$(sed -n 's/^qpn a=\([0-9]*\) .*/\1/p' "$W/sibdata.out")
     qd=$(sed -n 's/^qpn .* d=\([0-9]*\)$/\1/p' "$W/sibdata.out")
     ok="status=success byte_len"
-    for v in send_plain send_grh send_mtu send_small send_bad_qkey send_fence send_own_qkey send_to_pkey0 send_fence_pkey send_loop send_mcast send_fence_a send_mcast2 send_fence_b; do
+    for v in send_plain send_grh send_mtu send_small send_bad_qkey send_fence send_own_qkey send_to_pkey0 send_fence_pkey send_loop send_mcast send_fence_a send_mcast2 send_fence_b \
+      send_mcast3 send_fence_b3 send_mcast4 send_fence_b4; do
       have "$v ret=0" "$v: posted and completed"
     done
     have "recv_plain wr_id=1 $ok=296 src_qp=$qa slid=1 grh=0 imm=0 data=ok" "unicast sib0 -> sib1: 256 bytes after the 40-byte GRH area, from QP a, SLID 1"
@@ -192,6 +193,15 @@ if [ -e $KO ] && rmmod sib && insmod $KO fixed_lids=1 2> "$W/insmod.err" && wait
     have "mcast2_c wr_id=14 $ok=552 src_qp=$qa slid=1 grh=1 imm=0 data=ok" "after b's detach: c still receives"
     have "mcast2_d wr_id=15 $ok=552 src_qp=$qa slid=1 grh=1 imm=0 data=ok" "after b's detach: d (beside the sender) still receives"
     have "detached_first_recv wr_id=13 $ok=104 src_qp=$qa slid=1 grh=0 imm=0 data=ok" "after its detach b receives no multicast (the next unicast is its first)"
+    have "reattach_b rc=0" "b attached again: 0"
+    have "reattach_b_dup rc=0" "... and a duplicate attach: 0"
+    for q in b c d; do
+      have "mcast3_$q wr_id=[0-9]+ $ok=552 src_qp=$qa slid=1 grh=1 imm=0 data=ok" "after the re-attach: QP $q receives the group's next datagram"
+    done
+    have "mcast3_b_once wr_id=21 $ok=104 src_qp=$qa slid=1 grh=0 imm=0 data=ok" "... b once, for all its duplicate attach (the next unicast is its next completion)"
+    have "detach_b_again rc=0" "b detached again: 0"
+    have "mcast4_c wr_id=23 $ok=552 src_qp=$qa slid=1 grh=1 imm=0 data=ok" "after one detach: c (the witness) receives the group's next datagram"
+    have "detached_again_first_recv wr_id=22 $ok=104 src_qp=$qa slid=1 grh=0 imm=0 data=ok" "... and b none: one detach ended its duplicate attach too"
   fi
   # rdma-core's own UD ping-pong across the cable, with GRH (-g 0).
   ibv_ud_pingpong -d sib1 -g 0 -n 200 -s 1024 > "$W/udpp.server" 2>&1 &

@@ -439,5 +439,34 @@ int main(int argc, char **argv)
 	expect(&d, "mcast2_d", 0x4b, 512);
 	printf("send_fence_b ret=%d\n", send_to(&a, to1, b.qp->qp_num, QKEY, 0x4c, 64));
 	expect(&b, "detached_first_recv", 0x4c, 64);
+
+	/* b attached again, twice (the second a duplicate: uverbs keeps one
+	 * entry, ib_uverbs_attach_mcast): one copy of the next datagram, and
+	 * the unicast after it is b's next completion (no second copy). */
+	printf("reattach_b rc=%d\n", ibv_attach_mcast(b.qp, &mgid, 0xc001) ? errno : 0);
+	printf("reattach_b_dup rc=%d\n", ibv_attach_mcast(b.qp, &mgid, 0xc001) ? errno : 0);
+	post_recv(&b, 18, 4096);
+	post_recv(&c, 19, 4096);
+	post_recv(&d, 20, 4096);
+	printf("send_mcast3 ret=%d\n", send_to(&a, tom, 0xffffff, QKEY, 0x4e, 512));
+	expect(&b, "mcast3_b", 0x4e, 512);
+	expect(&c, "mcast3_c", 0x4e, 512);
+	expect(&d, "mcast3_d", 0x4e, 512);
+	post_recv(&b, 21, 4096);
+	printf("send_fence_b3 ret=%d\n", send_to(&a, to1, b.qp->qp_num, QKEY, 0x4f, 64));
+	expect(&b, "mcast3_b_once", 0x4f, 64);
+
+	/* One detach ends b's attachment, the duplicate's too: the group's
+	 * next datagram reaches c (the witness), b's next completion is the
+	 * unicast after it. */
+	printf("detach_b_again rc=%d\n", ibv_detach_mcast(b.qp, &mgid, 0xc001) ? errno : 0);
+	post_recv(&b, 22, 4096);
+	post_recv(&c, 23, 4096);
+	post_recv(&d, 24, 4096);
+	printf("send_mcast4 ret=%d\n", send_to(&a, tom, 0xffffff, QKEY, 0x50, 512));
+	expect(&c, "mcast4_c", 0x50, 512);
+	expect(&d, "mcast4_d", 0x50, 512);
+	printf("send_fence_b4 ret=%d\n", send_to(&a, to1, b.qp->qp_num, QKEY, 0x51, 64));
+	expect(&b, "detached_again_first_recv", 0x51, 64);
 	return 0;
 }
