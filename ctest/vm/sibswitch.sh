@@ -159,6 +159,18 @@ else
         [ -z "$1" ] || echo "$1" >&$h_in
         ans=; read -r -t 40 ans <&$h_out; echo "${1:-start} -> $ans" >> "$W/hold.out"
       }
+      # mckey_dropped WHEN HAVE NAME: mckey -s sends 5 datagrams of $G from
+      # sib0 ($W/mckey.NAME); the switch drops all 5 (switch_drops) and the
+      # holder, polled, still has HAVE.
+      mckey_dropped() {
+        local d0 sst
+        d0=$(drops)
+        timeout 60 mckey -b 10.77.0.1 -m $G -s -C 5 > "$W/mckey.$3" 2>&1; sst=$?
+        check "... $1, the switch drops mckey's 5 (exit $sst; switch_drops from $d0)" \
+          wait_until 10 bash -c "[ $sst = 0 ] && [ \$(cat $P/switch_drops) -ge $((d0 + 5)) ]"
+        hold poll
+        check "... and the receiver got none of them" [ "$ans" = "have $2" ]
+      }
       hold ""
       check "a receiver on sib1 holds $G through the fabric join (its attach: 0)" [ "$ans" = "attach rc=0" ]
       check "... the MFT sends 0x$mlid to ports 1 and 2" wait_until 30 mft_is "$mlid" "1 2"
@@ -173,12 +185,7 @@ else
       check "... the new SA has no record of $GM: the memberships were lost with the old one" records_are $GM 0
       # Twin: before the receiver's next call, mckey on sib0 makes the group
       # again (its own join): the switch drops its datagrams for sib1.
-      d0=$(drops)
-      timeout 60 mckey -b 10.77.0.1 -m $G -s -C 5 > "$W/mckey.send4" 2>&1; sst=$?
-      check "... before the receiver's next call, the switch drops mckey's 5 (exit $sst; switch_drops from $d0)" \
-        wait_until 10 bash -c "[ $sst = 0 ] && [ \$(cat $P/switch_drops) -ge $((d0 + 5)) ]"
-      hold poll
-      check "... and the receiver got none of them" [ "$ans" = "have 5" ]
+      mckey_dropped "before the receiver's next call" 5 send4
       # The receiver's next call: its second attach reads the loss and joins again.
       hold attach
       check "the receiver's next call after the re-register (a second attach): 0" [ "$ans" = "attach rc=0" ]
@@ -209,12 +216,7 @@ else
       check "... its detach: 0, and its fabric join left the group" bash -c \
         "[ '$ans' = 'detach rc=0' ] && tail -n 1 '$W/hold.trace' | grep -q 'fabricjoin leave netdev=ib1 .*mgid=$GM .*result=0'"
       check "... the MFT names no port for 0x$m2 again (sib0 the only member)" wait_until 30 mft_is "$m2" ""
-      d0=$(drops)
-      timeout 60 mckey -b 10.77.0.1 -m $G -s -C 5 > "$W/mckey.send6" 2>&1; sst=$?
-      check "... after the detach the switch drops mckey's 5 (exit $sst; switch_drops from $d0)" \
-        wait_until 10 bash -c "[ $sst = 0 ] && [ \$(cat $P/switch_drops) -ge $((d0 + 5)) ]"
-      hold poll
-      check "... and the detached receiver got none of them" [ "$ans" = "have 10" ]
+      mckey_dropped "after the detach" 10 send6
       hold end
       check "... it ends without a second detach" [ "$ans" = "done" ]
       wait "$hold_pid"
