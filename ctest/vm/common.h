@@ -341,6 +341,19 @@ static inline int is_v4mapped(const uint8_t *g)
 	return !memcmp(g, mapped, 12);
 }
 
+/* The MGID rdma_cm makes of the IPv4 group of v4-mapped `v4` on an
+ * InfiniBand port, for a UDP ID (cma.c cma_set_mgid: ip_ib_mc_map, the RDMA
+ * CM signature 0x01, the IPoIB broadcast group's scope 2 and P_Key 0xffff,
+ * the group's low 28 bits): ff12:4001:ffff::G. The SA takes no ::ffff: MGID. */
+static inline void ib_mgid_of_v4(union ibv_gid *out, const union ibv_gid *v4)
+{
+	static const uint8_t prefix[6] = { 0xff, 0x12, 0x40, 0x01, 0xff, 0xff };
+	memset(out, 0, sizeof(*out));
+	memcpy(out->raw, prefix, sizeof(prefix));
+	memcpy(out->raw + 12, v4->raw + 12, 4);
+	out->raw[12] &= 0x0f;
+}
+
 /* Joins the IP group of MGID `g` on `ifindex` (v4-mapped: IP_ADD_MEMBERSHIP,
  * else IPV6_ADD_MEMBERSHIP), as a program must for RoCE multicast to reach
  * it from another host (docs/ipjoin.md). Returns the CLOEXEC socket that

@@ -253,19 +253,16 @@ static void group(union ibv_gid *g, unsigned c)
 
 /* The verbs' group <c> and LID: with FAULTS_IB=1 (an InfiniBand port,
  * ctest/vm/sibfaults.sh) 239.79.0.<c>'s MGID as rdma_cm makes it there,
- * ff12:4001:ffff::f4f:<c> (the group's low 28 bits: cma.c cma_set_mgid,
- * ip_ib_mc_map with the RDMA CM signature; the SA takes no ::ffff: MGID),
- * and FAULTS_LID (0 is EINVAL on InfiniBand: is_valid_mcast_lid, verbs.c);
- * otherwise group() and LID 0. */
+ * ff12:4001:ffff::f4f:<c> (common.h ib_mgid_of_v4), and FAULTS_LID (0 is
+ * EINVAL on InfiniBand: is_valid_mcast_lid, verbs.c); otherwise group()
+ * and LID 0. */
 static uint16_t lid;
 static void verb_group(union ibv_gid *g, unsigned c)
 {
 	group(g, c);
 	if (getenv("FAULTS_IB")) {
-		static const uint8_t head[6] = { 0xff, 0x12, 0x40, 0x01, 0xff, 0xff };
-		memset(g->raw + 6, 0, 6);
-		memcpy(g->raw, head, sizeof(head));
-		g->raw[12] = 239 & 0x0f;
+		union ibv_gid v4 = *g;
+		ib_mgid_of_v4(g, &v4);
 	}
 	const char *l = getenv("FAULTS_LID");
 	lid = l ? (uint16_t)strtoul(l, NULL, 0) : 0;

@@ -101,21 +101,15 @@ static int cm_wait(void)
 }
 
 /* On an InfiniBand port (ib_port), rsverbs is given the MGID rdma_cm makes
- * of the IPv4 group for a UDP ID, which is what librdmacm's side joins
- * (cma.c cma_set_mgid: ip_ib_mc_map, the RDMA CM signature 0x01, the
- * IPoIB broadcast group's scope 2 and P_Key 0xffff, the group's low 28
- * bits): ff12:4001:ffff::G; on RoCE the v4-mapped MGID itself. */
+ * of the IPv4 group for a UDP ID (common.h ib_mgid_of_v4), which is what
+ * librdmacm's side joins; on RoCE the v4-mapped MGID itself. */
 static int ib_port;
 
 static const union ibv_gid *rs_gid(const union ibv_gid *g, union ibv_gid *out)
 {
-	static const uint8_t prefix[6] = { 0xff, 0x12, 0x40, 0x01, 0xff, 0xff };
 	if (!ib_port)
 		return g;
-	memset(out, 0, sizeof(*out));
-	memcpy(out->raw, prefix, sizeof(prefix));
-	memcpy(out->raw + 12, g->raw + 12, 4);
-	out->raw[12] &= 0x0f;
+	ib_mgid_of_v4(out, g);
 	return out;
 }
 

@@ -108,11 +108,14 @@ else
       # The receiver on sib1 that only attaches: nobody on sib1 joined,
       # the MFT names port 1 alone, the switch drops mckey's 5 datagrams
       # (they came in by port 1) and counts them.
+      # mckey_send NAME: mckey -s on sib0 sends 5 datagrams of $G (its own
+      # join first), its output in $W/mckey.NAME, its exit status in $sst.
+      mckey_send() { timeout 60 mckey -b 10.77.0.1 -m $G -s -C 5 > "$W/mckey.$1" 2>&1; sst=$?; }
       d0=$(drops)
       ip netns exec $NS "$W/sibdata" recv sib1 $GM 0x$mlid 0x01234567 5 > "$W/recv.attach" 2>&1 &
       rp=$!
       wait_until 20 grep -q '^ready' "$W/recv.attach"
-      timeout 60 mckey -b 10.77.0.1 -m $G -s -C 5 > "$W/mckey.send1" 2>&1; sst=$?
+      mckey_send send1
       check "... mckey -s from sib0 sent its 5 (exit $sst)" [ $sst = 0 ]
       check "... and the switch dropped them: switch_drops rose by 5 or more (from $d0)" \
         wait_until 10 bash -c "[ \$(cat $P/switch_drops) -ge $((d0 + 5)) ]"
@@ -131,7 +134,7 @@ else
       show "rsverbs doctor $G --dev sib1 (the receiver joined)" "$W/doctor.joined"
       check "... and rsverbs doctor on sib1 while it is joined: ready (exit $dst), membership ok" \
         bash -c "[ $dst = 0 ] && grep -Eq '^  ok +membership ' '$W/doctor.joined'"
-      timeout 60 mckey -b 10.77.0.1 -m $G -s -C 5 > "$W/mckey.send2" 2>&1; sst=$?
+      mckey_send send2
       wait "$rp"; rst=$?
       show "recv (FABRICJOIN=1)" "$W/recv.join"; show "mckey -s" "$W/mckey.send2"
       check "... and its twin with the join got all 5 of mckey's datagrams (exit $rst, $sst)" \
@@ -152,20 +155,27 @@ else
       # new one, and the program detaches and attaches with it (as rdma_cm
       # programs take the MLID of each join event); sib delivers to a QP
       # attached with the packet's MLID (as rdmavt does: rvt_mcast_find).
-      coproc HOLD { exec ip netns exec $NS env LD_PRELOAD="$RSVERBS_LIB" RSVERBS_MCAST_FABRICJOIN=1 RSVERBS_TRACE=hints \
-        "$W/sibdata" hold sib1 $GM 0x$mlid 0x01234567 2> "$W/hold.trace"; }
-      hold_pid=$HOLD_PID h_out=${HOLD[0]} h_in=${HOLD[1]}
-      hold() { # CMD: one command to the holder; its answer in $ans and $W/hold.out
-        [ -z "$1" ] || echo "$1" >&$h_in
-        ans=; read -r -t 40 ans <&$h_out; echo "${1:-start} -> $ans" >> "$W/hold.out"
+      # hold_start NAME MGID LID: sibdata hold on sib1 in $NS (rsverbs
+      # preloaded, FABRICJOIN=1, its trace with hints in $W/NAME.trace),
+      # in the coprocess HOLD; hold CMD: one command to it, its answer in
+      # $ans and, after the command, in $W/NAME.out.
+      hold_start() {
+        coproc HOLD { exec ip netns exec $NS env LD_PRELOAD="$RSVERBS_LIB" RSVERBS_MCAST_FABRICJOIN=1 RSVERBS_TRACE=hints \
+          "$W/sibdata" hold sib1 "$2" "$3" 0x01234567 2> "$W/$1.trace"; }
+        hold_pid=$HOLD_PID h_out=${HOLD[0]} h_in=${HOLD[1]} hold_log=$W/$1.out
       }
+      hold() {
+        [ -z "$1" ] || echo "$1" >&$h_in
+        ans=; read -r -t 40 ans <&$h_out; echo "${1:-start} -> $ans" >> "$hold_log"
+      }
+      hold_start hold $GM 0x$mlid
       # mckey_dropped WHEN HAVE NAME: mckey -s sends 5 datagrams of $G from
       # sib0 ($W/mckey.NAME); the switch drops all 5 (switch_drops) and the
       # holder, polled, still has HAVE.
       mckey_dropped() {
-        local d0 sst
+        local d0
         d0=$(drops)
-        timeout 60 mckey -b 10.77.0.1 -m $G -s -C 5 > "$W/mckey.$3" 2>&1; sst=$?
+        mckey_send "$3"
         check "... $1, the switch drops mckey's 5 (exit $sst; switch_drops from $d0)" \
           wait_until 10 bash -c "[ $sst = 0 ] && [ \$(cat $P/switch_drops) -ge $((d0 + 5)) ]"
         hold poll
@@ -174,7 +184,7 @@ else
       hold ""
       check "a receiver on sib1 holds $G through the fabric join (its attach: 0)" [ "$ans" = "attach rc=0" ]
       check "... the MFT sends 0x$mlid to ports 1 and 2" wait_until 30 mft_is "$mlid" "1 2"
-      timeout 60 mckey -b 10.77.0.1 -m $G -s -C 5 > "$W/mckey.send3" 2>&1; sst=$?
+      mckey_send send3
       hold "wait 5"
       check "... it got mckey's 5 datagrams before the restart (exit $sst, $ans)" bash -c "[ $sst = 0 ] && [ '$ans' = 'have 5' ]"
       keep_release
@@ -207,7 +217,7 @@ else
       fi
       keep_group $G
       check "... with librdmacm on sib0 again, the MFT sends the group's 0x$m2 to ports 1 and 2" wait_until 30 mft_is "$m2" "1 2"
-      timeout 60 mckey -b 10.77.0.1 -m $G -s -C 5 > "$W/mckey.send5" 2>&1; sst=$?
+      mckey_send send5
       hold "wait 10"
       check "... and mckey's next 5 datagrams arrive, each once (exit $sst, $ans)" bash -c "[ $sst = 0 ] && [ '$ans' = 'have 10' ]"
       # None after the detach: its fabric join leaves, the SM takes port 2
@@ -265,19 +275,16 @@ else
       # LID that nothing answers at.) Read at the attach or a later one.
       osm_stop
       G3=239.77.22.22 GM3=ff12:4001:ffff::f4d:1616
-      coproc HOLD { exec ip netns exec $NS env LD_PRELOAD="$RSVERBS_LIB" RSVERBS_MCAST_FABRICJOIN=1 RSVERBS_TRACE=hints \
-        "$W/sibdata" hold sib1 $GM3 0xc00a 0x01234567 2> "$W/nosm.trace"; }
-      hold_pid=$HOLD_PID h_out=${HOLD[0]} h_in=${HOLD[1]}
-      : > "$W/hold.out"
+      hold_start nosm $GM3 0xc00a
       hold ""
       check "without an SM: the attach with the fabric join answers 0, as without it" [ "$ans" = "attach rc=0" ]
       failed_join() { hold attach; grep -Eq "fabricjoin (join|lost) netdev=ib1 .*mgid=$GM3 .*result=" "$W/nosm.trace"; }
       wait_until 90 failed_join
-      show "holder without an SM" "$W/hold.out"; show "its trace" "$W/nosm.trace"
+      show "holder without an SM" "$W/nosm.out"; show "its trace" "$W/nosm.trace"
       e=$(sed -n "s/.*fabricjoin \(join\|lost\) netdev=ib1 .*mgid=$GM3 .*step=\([a-z]*\) result=\([A-Z]*\).*/\2 \3/p" "$W/nosm.trace" | head -1)
       check "... the join's event EINVAL (${e:-no failure seen}), hint[fabric-join-failed] naming a missing SA" bash -c \
         "[ '$e' = 'event EINVAL' ] && grep -q 'hint\[fabric-join-failed\]: RSVERBS_MCAST_FABRICJOIN could not join $GM3 .*EINVAL(22) at event .*or no SA runs at the SM LID' '$W/nosm.trace'"
-      check "... and every attach still answered 0" bash -c "! grep -v 'attach rc=0' '$W/hold.out' | grep -q attach"
+      check "... and every attach still answered 0" bash -c "! grep -v 'attach rc=0' '$W/nosm.out' | grep -q attach"
       hold end
       wait "$hold_pid"
     fi

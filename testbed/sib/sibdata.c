@@ -181,6 +181,24 @@ static void repost(struct ep *e, uint64_t id)
 }
 
 /*
+ * The receiver of recv and hold, from their DEV MGID LID QKEY: a UD QP
+ * with Q_Key QKEY on DEV port 1, eight receives posted, not attached yet.
+ * Returns LID.
+ */
+static uint16_t receiver(char **argv, struct ep *e, union ibv_gid *mgid)
+{
+	struct ibv_context *c = open_dev(argv[0]);
+	struct ibv_pd *pd = ibv_alloc_pd(c);
+
+	if (!pd || inet_pton(AF_INET6, argv[1], mgid->raw) != 1)
+		DIE("setup");
+	ep_init(e, c, pd, (uint32_t)strtoul(argv[3], NULL, 0), 0);
+	for (int i = 0; i < 8; i++)
+		repost(e, (uint64_t)i);
+	return (uint16_t)strtoul(argv[2], NULL, 0);
+}
+
+/*
  * sibdata recv DEV MGID LID QKEY COUNT: a receiver that only attaches (as a
  * raw-verbs program does): a UD QP with Q_Key QKEY on DEV port 1, attached
  * to MGID with LID; prints "ready", then waits up to 20 s for COUNT
@@ -188,22 +206,14 @@ static void repost(struct ep *e, uint64_t id)
  */
 static int recv_mode(char **argv)
 {
-	struct ibv_context *c = open_dev(argv[0]);
-	struct ibv_pd *pd = ibv_alloc_pd(c);
 	union ibv_gid mgid;
 	struct ep e;
 	int want = atoi(argv[4]), got = 0;
-
-	if (!pd || inet_pton(AF_INET6, argv[1], mgid.raw) != 1)
-		DIE("setup");
-	ep_init(&e, c, pd, (uint32_t)strtoul(argv[3], NULL, 0), 0);
-	uint16_t lid = (uint16_t)strtoul(argv[2], NULL, 0);
+	uint16_t lid = receiver(argv, &e, &mgid);
 	int rc = ibv_attach_mcast(e.qp, &mgid, lid);
 	printf("attach rc=%d\n", rc ? errno : 0);
 	if (rc)
 		return 1;
-	for (int i = 0; i < 8; i++)
-		repost(&e, (uint64_t)i);
 	printf("ready\n");
 	fflush(stdout);
 	struct timespec t0, t;
@@ -248,21 +258,13 @@ static int recv_mode(char **argv)
  */
 static int hold_mode(char **argv)
 {
-	struct ibv_context *c = open_dev(argv[0]);
-	struct ibv_pd *pd = ibv_alloc_pd(c);
 	union ibv_gid mgid;
 	struct ep e;
 	char line[64];
-	int got = 0, attached = 1;
-
-	if (!pd || inet_pton(AF_INET6, argv[1], mgid.raw) != 1)
-		DIE("setup");
-	ep_init(&e, c, pd, (uint32_t)strtoul(argv[3], NULL, 0), 0);
-	uint16_t lid = (uint16_t)strtoul(argv[2], NULL, 0);
-	for (int i = 0; i < 8; i++)
-		repost(&e, (uint64_t)i);
+	int got = 0;
+	uint16_t lid = receiver(argv, &e, &mgid);
 	int a0 = ibv_attach_mcast(e.qp, &mgid, lid) ? errno : 0;
-	attached = !a0;
+	int attached = !a0;
 	printf("attach rc=%d\n", a0);
 	fflush(stdout);
 	while (fgets(line, sizeof(line), stdin) && strcmp(line, "end\n")) {
@@ -320,6 +322,28 @@ static int hold_mode(char **argv)
 	else
 		printf("done\n");
 	return 0;
+}
+
+/*
+ * One datagram of byte c to the group (AH tom) from a: a receive posted on
+ * each of b, c and d (wr_id first, first + 1, first + 2), the line
+ * "send_TAG ret=R", then the first completion of each QP whose letter is
+ * in take ("TAG_b" ...); a QP left out keeps its receive for a fence.
+ */
+static void mcast_round(struct ep *a, struct ibv_ah *tom, struct ep *bcd[3], uint64_t first, const char *tag,
+			int c, const char *take)
+{
+	char name[32];
+
+	for (int i = 0; i < 3; i++)
+		post_recv(bcd[i], first + (uint64_t)i, 4096);
+	printf("send_%s ret=%d\n", tag, send_to(a, tom, 0xffffff, QKEY, c, 512));
+	for (int i = 0; i < 3; i++) {
+		if (!strchr(take, 'b' + i))
+			continue;
+		snprintf(name, sizeof(name), "%s_%c", tag, 'b' + i);
+		expect(bcd[i], name, c, 512);
+	}
 }
 
 int main(int argc, char **argv)
@@ -411,17 +435,12 @@ int main(int argc, char **argv)
 	for (int i = 0; i < 4; i++)
 		if (ibv_attach_mcast(att[i]->qp, &mgid, 0xc001))
 			DIE("ibv_attach_mcast");
-	post_recv(&b, 9, 4096);
-	post_recv(&c, 10, 4096);
-	post_recv(&d, 11, 4096);
+	struct ep *bcd[3] = { &b, &c, &d };
 	/* The sender has a receive posted too: were its own datagram looped
 	 * back to it, that would be its first receive completion (after the
 	 * send's, which send_to takes). */
 	post_recv(&a, 12, 4096);
-	printf("send_mcast ret=%d\n", send_to(&a, tom, 0xffffff, QKEY, 0x49, 512));
-	expect(&b, "mcast_b", 0x49, 512);
-	expect(&c, "mcast_c", 0x49, 512);
-	expect(&d, "mcast_d", 0x49, 512);
+	mcast_round(&a, tom, bcd, 9, "mcast", 0x49, "bcd");
 	/* The sender: not to itself.  Fence: a unicast from d to a. */
 	post_recv(&a, 17, 4096);
 	struct ibv_ah *d_to_a = ah_to(p0, 1, NULL);
@@ -431,12 +450,7 @@ int main(int argc, char **argv)
 	/* b detached: c and d still get the group, b nothing (fence: unicast). */
 	if (ibv_detach_mcast(b.qp, &mgid, 0xc001))
 		DIE("ibv_detach_mcast");
-	post_recv(&b, 13, 4096);
-	post_recv(&c, 14, 4096);
-	post_recv(&d, 15, 4096);
-	printf("send_mcast2 ret=%d\n", send_to(&a, tom, 0xffffff, QKEY, 0x4b, 512));
-	expect(&c, "mcast2_c", 0x4b, 512);
-	expect(&d, "mcast2_d", 0x4b, 512);
+	mcast_round(&a, tom, bcd, 13, "mcast2", 0x4b, "cd");
 	printf("send_fence_b ret=%d\n", send_to(&a, to1, b.qp->qp_num, QKEY, 0x4c, 64));
 	expect(&b, "detached_first_recv", 0x4c, 64);
 
@@ -445,13 +459,7 @@ int main(int argc, char **argv)
 	 * the unicast after it is b's next completion (no second copy). */
 	printf("reattach_b rc=%d\n", ibv_attach_mcast(b.qp, &mgid, 0xc001) ? errno : 0);
 	printf("reattach_b_dup rc=%d\n", ibv_attach_mcast(b.qp, &mgid, 0xc001) ? errno : 0);
-	post_recv(&b, 18, 4096);
-	post_recv(&c, 19, 4096);
-	post_recv(&d, 20, 4096);
-	printf("send_mcast3 ret=%d\n", send_to(&a, tom, 0xffffff, QKEY, 0x4e, 512));
-	expect(&b, "mcast3_b", 0x4e, 512);
-	expect(&c, "mcast3_c", 0x4e, 512);
-	expect(&d, "mcast3_d", 0x4e, 512);
+	mcast_round(&a, tom, bcd, 18, "mcast3", 0x4e, "bcd");
 	post_recv(&b, 21, 4096);
 	printf("send_fence_b3 ret=%d\n", send_to(&a, to1, b.qp->qp_num, QKEY, 0x4f, 64));
 	expect(&b, "mcast3_b_once", 0x4f, 64);
@@ -460,12 +468,7 @@ int main(int argc, char **argv)
 	 * next datagram reaches c (the witness), b's next completion is the
 	 * unicast after it. */
 	printf("detach_b_again rc=%d\n", ibv_detach_mcast(b.qp, &mgid, 0xc001) ? errno : 0);
-	post_recv(&b, 22, 4096);
-	post_recv(&c, 23, 4096);
-	post_recv(&d, 24, 4096);
-	printf("send_mcast4 ret=%d\n", send_to(&a, tom, 0xffffff, QKEY, 0x50, 512));
-	expect(&c, "mcast4_c", 0x50, 512);
-	expect(&d, "mcast4_d", 0x50, 512);
+	mcast_round(&a, tom, bcd, 22, "mcast4", 0x50, "cd");
 	printf("send_fence_b4 ret=%d\n", send_to(&a, to1, b.qp->qp_num, QKEY, 0x51, 64));
 	expect(&b, "detached_again_first_recv", 0x51, 64);
 	return 0;
