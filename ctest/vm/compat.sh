@@ -234,10 +234,8 @@ for g in 239.3.3.3 239.3.3.4; do
 	until_ok 30 $PID has_line "$W/hold-$g" holding || fail "no IP-level membership of $g on $NETDEV"
 done
 # ib_send_lat's two sides each attach their -M and send to the other's, so
-# each side has its own group: with one -M for both, rxe delivers each
-# side's datagrams to its own QP too (rxe_rcv_mcast_pkt: every attached QP,
-# the sender's included) and the ping-pong is not one; and both processes
-# attach the same MGID at the same moment, which Linux 5.10's rxe races on
+# each side has its own group: with one -M for both, both processes attach
+# the same MGID at the same moment, which Linux 5.10's rxe races on
 # (rxe_mcast_get_grp looks the group up and inserts it without a lock
 # between: "rdma_rxe: key already exists!" in dmesg, and one QP's attach
 # answers 0 but it never receives: its server then waited for ever, in 4
