@@ -242,14 +242,15 @@ done
 # of 6 boots of the sid:bullseye cell, rdma-core alone as with rsverbs;
 # testbed/README.md). ib_send_bw's client only sends.
 mgid() { echo "0:0:0:0:0:0:0:0:0:0:255:255:${1//./:}"; }
+MG3=$(mgid 239.3.3.3) MG4=$(mgid 239.3.3.4)
 port=18600
 for tool in ib_send_bw ib_send_lat; do
 	[ $tool = ib_send_bw ] && row='^ 1024 +100 ' || row='^ 2 +100 '
 	for mode in ref pre; do
 		port=$((port + 1))
 		args=(-d "$DEV" -c UD --mcg -x "${gidx:-1}" -n 100 -F -p "$port")
-		smg=$(mgid 239.3.3.3) cmg=$(mgid 239.3.3.3)
-		[ $tool = ib_send_lat ] && cmg=$(mgid 239.3.3.4)
+		smg=$MG3 cmg=$MG3
+		[ $tool = ib_send_lat ] && cmg=$MG4
 		sv=$tool-mcg-server-$mode cl=$tool-mcg-client-$mode
 		probes_clear
 		bg "$sv" $mode $tool "${args[@]}" -M "$smg"
